@@ -1,0 +1,107 @@
+# Build and install the payment announcer (FHS layout; see docs/deployment.md).
+#
+#   make                          build release binaries (swift build -c release): announced, announce-ctl,
+#                                 announce-push
+#   make install                  install into DESTDIR (default /) under PREFIX (default /usr)
+#   make install DESTDIR=/tmp/stage BUILD_DIR=.build-vm/release
+#   make check-units              systemd-analyze verify + security of the installed units (staged)
+#   make uninstall
+#
+# `make install` copies files only. On a live system, afterwards (as root):
+#   systemd-sysusers announce.conf && systemd-tmpfiles --create announce.conf && systemctl daemon-reload
+#   systemctl enable --now announced.socket        # start the daemon on first use (socket activation)
+#   systemctl enable --now announced.service       # … or also at boot
+
+PREFIX ?= /usr
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+LOCALSTATEDIR ?= /var
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/announce
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+VOICEDIR ?= $(DATADIR)/announce/voices
+CONFDIR ?= $(SYSCONFDIR)/announce
+STATEDIR ?= $(LOCALSTATEDIR)/lib/announce
+
+SWIFT ?= swift
+SWIFT_FLAGS ?= -c release
+# Where the binaries to install are (the output of `make`, or another build such as the VM's static one).
+BUILD_DIR ?= .build/release
+BINARIES := announced announce-ctl announce-push
+UNITS := systemd/announced.service systemd/announced.socket systemd/announce-push.service
+SERVICES := announced.service announce-push.service
+# Default voice packs built by scripts/setup.sh.
+VOICES ?= out/voices
+# Every example goes to $(DOCDIR)/examples; only the daemon's is also put in $(CONFDIR) (where absent). The push
+# listener's example holds placeholder keys: the operator writes /etc/announce/push.toml from it, and until
+# then announce-push.service is skipped (ConditionPathExists), not crash-looping on the placeholders.
+EXAMPLE_CONFIGS := $(wildcard examples/*.toml)
+CONF_DEFAULTS := examples/announced.toml
+ASOUND_EXAMPLE := docs/asound.conf
+DOCS := README.md docs/deployment.md docs/configuration.md docs/push.md
+INSTALL ?= install
+
+.PHONY: all build install uninstall check-units
+
+all: build
+
+build:
+	for product in $(BINARIES); do $(SWIFT) build $(SWIFT_FLAGS) --product $$product || exit 1; done
+
+install:
+	@for binary in $(BINARIES); do \
+	    [ -x "$(BUILD_DIR)/$$binary" ] || { echo "make install: $(BUILD_DIR)/$$binary missing; run make first" >&2; exit 1; }; \
+	done
+	@[ -f "$(VOICES)/zh/manifest.json" ] || { echo "make install: no voice packs in $(VOICES); run scripts/setup.sh" >&2; exit 1; }
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
+	    $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(CONFDIR)
+	$(INSTALL) -d -m 0750 $(DESTDIR)$(STATEDIR)
+	$(INSTALL) -m 0755 $(addprefix $(BUILD_DIR)/,$(BINARIES)) $(DESTDIR)$(BINDIR)/
+	# Units name /usr/bin and /usr/share: rewrite them for another PREFIX.
+	for unit in $(UNITS); do \
+	    sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/usr/share/|$(DATADIR)/|g' -e 's|/etc/announce|$(CONFDIR)|g' \
+	        "$$unit" > $(DESTDIR)$(UNITDIR)/$$(basename "$$unit"); \
+	    chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename "$$unit"); \
+	done
+	$(INSTALL) -m 0644 systemd/announce.sysusers $(DESTDIR)$(SYSUSERSDIR)/announce.conf
+	$(INSTALL) -m 0644 systemd/announce.tmpfiles $(DESTDIR)$(TMPFILESDIR)/announce.conf
+	for pack in $(VOICES)/*/; do \
+	    name=$$(basename "$$pack"); \
+	    (cd "$$pack" && find . -type f ! -name '.*') | while read -r file; do \
+	        $(INSTALL) -D -m 0644 "$$pack/$$file" "$(DESTDIR)$(VOICEDIR)/$$name/$$file" || exit 1; \
+	    done; \
+	done
+	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	# Examples; a config already in $(CONFDIR) is the operator's and is never overwritten.
+	for example in $(EXAMPLE_CONFIGS) $(ASOUND_EXAMPLE); do \
+	    $(INSTALL) -m 0644 "$$example" $(DESTDIR)$(DOCDIR)/examples/; \
+	done
+	for config in $(CONF_DEFAULTS); do \
+	    target=$(DESTDIR)$(CONFDIR)/$$(basename "$$config"); \
+	    [ -e "$$target" ] || $(INSTALL) -m 0644 "$$config" "$$target"; \
+	done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(BINARIES))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/announce.conf $(DESTDIR)$(TMPFILESDIR)/announce.conf
+	rm -rf $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)
+	@echo "kept $(CONFDIR) and $(STATEDIR) (configuration and journal)"
+
+# Verifies the units as installed into a scratch prefix: every unit loads and names programs that exist, and
+# each service's exposure (systemd-analyze security) is at most 2.0.
+CHECK_ROOT ?= $(CURDIR)/.build-units
+check-units:
+	rm -rf $(CHECK_ROOT)
+	$(MAKE) --no-print-directory install PREFIX=$(CHECK_ROOT)/usr SYSCONFDIR=$(CHECK_ROOT)/etc \
+	    LOCALSTATEDIR=$(CHECK_ROOT)/var >/dev/null
+	systemd-analyze verify --man=no $(addprefix $(CHECK_ROOT)/usr/lib/systemd/system/,$(notdir $(UNITS)))
+	for service in $(SERVICES); do \
+	    systemd-analyze security --offline=yes --threshold=20 $(CHECK_ROOT)/usr/lib/systemd/system/$$service \
+	        > $(CHECK_ROOT)/security.txt || { cat $(CHECK_ROOT)/security.txt; exit 1; }; \
+	    tail -1 $(CHECK_ROOT)/security.txt; \
+	done
+	rm -rf $(CHECK_ROOT)

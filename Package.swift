@@ -1,0 +1,194 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "announce",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "announced", targets: ["announced"]),
+        .executable(name: "announce-ctl", targets: ["announce-ctl"]),
+        .executable(name: "announce-push", targets: ["announce-push"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+    ],
+    targets: [
+        // C modules: includes and trampolines only.
+        .systemLibrary(
+            name: "CAlsa",
+            path: "CAlsa",
+            pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSndFile",
+            path: "Sources/CSndFile",
+            pkgConfig: "sndfile",
+            providers: [.apt(["libsndfile1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSystemd",
+            path: "Sources/CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSoxr",
+            path: "Sources/CSoxr",
+            pkgConfig: "soxr",
+            providers: [.apt(["libsoxr-dev"])]
+        ),
+        .systemLibrary(
+            name: "CEbur128",
+            path: "Sources/CEbur128",
+            pkgConfig: "libebur128",
+            providers: [.apt(["libebur128-dev"])]
+        ),
+        .systemLibrary(
+            name: "CEspeakNG",
+            path: "Sources/CEspeakNG",
+            pkgConfig: "espeak-ng",
+            providers: [.apt(["libespeak-ng-dev"])]
+        ),
+        .systemLibrary(
+            name: "CMosquitto",
+            path: "Sources/CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+
+        // Pure Swift: amounts, readings, voice packs, composition, jobs, queue, protocol. No C.
+        .target(name: "AnnounceCore", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // Sound: decoding clips (libsndfile), resampling (libsoxr), loudness (libebur128), loading voice packs,
+        // synthesising free text (libespeak-ng), writing renders.
+        .target(name: "AnnounceSound", dependencies: ["AnnounceCore", "CSndFile", "CSoxr", "CEbur128", "CEspeakNG"]),
+        // ALSA: PCM sink, mixer, recovery. The only target that touches CAlsa.
+        .target(
+            name: "AnnounceALSA",
+            dependencies: ["AnnounceCore", "CAlsa", .product(name: "Logging", package: "swift-log")]
+        ),
+        // systemd: sd_notify (ready, status, watchdog), socket activation. The only target that touches CSystemd.
+        .target(
+            name: "AnnounceSystemd",
+            dependencies: [
+                "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Client side of the socket protocol (announce-ctl, push listener).
+        .target(name: "AnnounceClient", dependencies: ["AnnounceCore"]),
+        // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (GRDB).
+        .target(
+            name: "AnnounceJournal",
+            dependencies: ["AnnounceCore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // The daemon: socket server, peer authentication, configuration, player thread, wiring.
+        .target(
+            name: "AnnounceServer",
+            dependencies: [
+                "AnnounceCore", "AnnounceSound", "AnnounceALSA", "AnnounceJournal", "AnnounceSystemd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // MQTT client over libmosquitto. The only target that touches CMosquitto.
+        .target(
+            name: "AnnounceMQTT",
+            dependencies: ["CMosquitto"]
+        ),
+        // The push listener: signed payment messages from MQTT, verified and forwarded to the daemon.
+        .target(
+            name: "AnnouncePush",
+            dependencies: [
+                "AnnounceCore", "AnnounceClient", "AnnounceMQTT",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+
+        .executableTarget(
+            name: "announced",
+            dependencies: [
+                "AnnounceServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "announce-ctl",
+            dependencies: [
+                "AnnounceCore", "AnnounceClient", "AnnounceSound",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .executableTarget(
+            name: "announce-push",
+            dependencies: [
+                "AnnounceCore", "AnnounceMQTT", "AnnouncePush",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Test helpers shared by the test targets: the sound rig, daemon processes, audio comparison.
+        .target(
+            name: "AnnounceTestSupport",
+            dependencies: [
+                "AnnounceCore", "AnnounceClient",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
+            path: "Tests/Support"
+        ),
+        .testTarget(name: "AnnounceCoreTests", dependencies: ["AnnounceCore"]),
+        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
+        .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
+        .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
+        .testTarget(name: "AnnounceSoundTests", dependencies: ["AnnounceSound", "AnnounceTestSupport"]),
+        .testTarget(
+            name: "AnnounceALSATests",
+            dependencies: ["AnnounceALSA", "AnnounceSound", "AnnounceTestSupport"]
+        ),
+        .testTarget(
+            name: "AnnounceSystemdTests",
+            dependencies: [
+                "AnnounceSystemd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["AnnounceCore", "AnnounceSound", "AnnounceClient", "AnnounceTestSupport"]
+        ),
+        .testTarget(name: "AnnounceMQTTTests", dependencies: ["AnnounceMQTT", "AnnounceTestSupport"]),
+        .testTarget(
+            name: "AnnouncePushTests",
+            dependencies: ["AnnouncePush", "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceTestSupport"]
+        ),
+        // The deployed system: unit files, make install, and the VM with a real kernel, ALSA and systemd.
+        // Run after the others (scripts/test.sh): it boots a VM and takes a few minutes.
+        .testTarget(name: "SystemTests", dependencies: ["AnnounceCore", "AnnounceSound", "AnnounceTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
