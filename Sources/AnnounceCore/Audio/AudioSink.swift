@@ -1,0 +1,47 @@
+/// Where rendered samples go: an ALSA PCM in the daemon, a recording or fault-injecting fake in tests.
+/// Owned and called by the audio thread only, except `wake()` and `status`, which any thread may use.
+public protocol AudioSink: AnyObject {
+    /// Opens (or keeps open) the device for mono S16 at `sampleRate`. Idempotent while open.
+    func open(sampleRate: Int) throws(AnnounceError)
+    /// Writes all samples. Recovers from underruns, suspends and interrupted calls by itself (counting them in
+    /// `status`); throws only when the device is gone or unusable. Returns early, with the number of frames
+    /// written, as soon as `stop` says so — checked at least once per period and whenever `wake()` is called.
+    func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int
+    /// Waits until everything written has been played, checking `interrupt` at least once per period and on
+    /// `wake()`. Returns true when all was played, false when `interrupt` ended the wait first (nothing dropped).
+    func waitUntilPlayed(interrupt: () -> Bool) throws(AnnounceError) -> Bool
+    /// Stops the stream after what was written has played (immediate after `waitUntilPlayed`).
+    func drain()
+    /// Discards whatever is still buffered (a cancel).
+    func drop()
+    /// Releases the device.
+    func close()
+    /// Wakes a blocked `write` or `waitUntilPlayed` so it re-checks its condition. Any thread.
+    func wake()
+    /// What the sink knows about the device now. Any thread.
+    var status: SinkStatus { get }
+}
+
+/// A sink's view of its device, for `status` replies and logs.
+public struct SinkStatus: Sendable, Equatable, Codable {
+    /// The device name (ALSA PCM).
+    public var device: String
+    /// Whether the device is open now.
+    public var isOpen = false
+    /// Negotiated parameters while open (or of the last open).
+    public var sampleRate: Int?
+    public var channels: Int?
+    public var format: String?
+    public var periodFrames: Int?
+    public var bufferFrames: Int?
+    /// Underruns recovered (the device ran dry and was restarted).
+    public var xruns = 0
+    /// Suspends recovered (system sleep, the device resumed or was re-prepared).
+    public var suspends = 0
+    /// Calls retried after `EINTR`/`EAGAIN`-style interruptions that were not plain "no room yet" waits.
+    public var interruptions = 0
+
+    public init(device: String) {
+        self.device = device
+    }
+}

@@ -1,0 +1,106 @@
+/// Speaks free text that no clip covers, in a pack's voice, already prepared like the pack's clips
+/// (output rate, silence trimmed, loudness matched, faded). Implemented with libespeak-ng in AnnounceSound.
+public protocol SpeechSynthesizer: Sendable {
+    /// Mono samples in −1…1 at the pack's output rate.
+    func speech(for text: String) throws(AnnounceError) -> [Float]
+}
+
+/// A loaded voice pack: the manifest, its composer, and every clip decoded once into the output format
+/// (mono Float at ``sampleRate``, silence trimmed, loudness matched, faded at both ends).
+public struct VoicePack: Sendable {
+    public let manifest: VoicePackManifest
+    public let directory: String
+    public let composer: Composer
+    /// Clip file (as named in the manifest) → processed samples.
+    public let clips: [String: [Float]]
+    /// The output rate every clip has been converted to (the manifest's rate unless the loader was told
+    /// otherwise, e.g. to give all packs of a library one rate).
+    public let sampleRate: Int
+    /// Silence between words, in milliseconds: the manifest's `gapMs` unless overridden at load.
+    public let gapMs: Int
+    /// Speaks ``Announcement/speech`` (free text); nil when the pack cannot synthesise.
+    public let synthesizer: (any SpeechSynthesizer)?
+    /// Problems that do not stop the pack from working (see ``VoicePackManifest/warnings()``).
+    public let warnings: [String]
+
+    public init(
+        manifest: VoicePackManifest, directory: String, clips: [String: [Float]], sampleRate: Int? = nil,
+        gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil, warnings: [String] = []
+    ) throws(AnnounceError) {
+        self.manifest = manifest
+        self.directory = directory
+        self.composer = try Composer(manifest: manifest)
+        self.clips = clips
+        self.sampleRate = sampleRate ?? manifest.sampleRate
+        self.gapMs = gapMs ?? manifest.gapMs
+        self.synthesizer = synthesizer
+        self.warnings = warnings
+    }
+
+    public var language: String { manifest.language }
+
+    /// Rendered samples and where each word sits in them.
+    public struct Rendering: Sendable, Equatable {
+        /// Exactly what the player writes to the device.
+        public var samples: [Int16]
+        /// The sample range of every clip (or synthesised phrase), in order; the gaps lie between them.
+        public var segments: [Range<Int>]
+    }
+
+    /// Renders an announcement: each clip in turn with ``gapMs`` of silence between words, after `leadInMs`
+    /// of silence (amplifier wake). The result is exactly what the player writes to ALSA and what
+    /// `announce-ctl render` writes to a file.
+    /// - Throws: `missing_clip` when a token has no clip (the player then plays ``renderChime(leadInMs:)``),
+    ///   `synthesis_failed` when free text cannot be synthesised.
+    public func render(_ announcement: Announcement, leadInMs: Int = 0) throws(AnnounceError) -> [Int16] {
+        try rendering(announcement, leadInMs: leadInMs).samples
+    }
+
+    /// ``render(_:leadInMs:)`` with the position of every word.
+    public func rendering(_ announcement: Announcement, leadInMs: Int = 0) throws(AnnounceError) -> Rendering {
+        if !announcement.missing.isEmpty {
+            let tokens = announcement.missing.map { "\"\($0)\"" }.joined(separator: ", ")
+            throw AnnounceError(
+                .missingClip, "voice pack \"\(manifest.name)\" has no clip for \(tokens) in \"\(announcement.text)\"")
+        }
+        if let text = announcement.speech {
+            guard let synthesizer else {
+                throw AnnounceError(.synthesisFailed, "voice pack \"\(manifest.name)\" has no voice for free text")
+            }
+            return join([try synthesizer.speech(for: text)], leadInMs: leadInMs)
+        }
+        var parts: [[Float]] = []
+        parts.reserveCapacity(announcement.files.count)
+        for file in announcement.files {
+            guard let samples = clips[file] else {
+                throw AnnounceError(.missingClip, "clip \(file) is not loaded in voice pack \"\(manifest.name)\"")
+            }
+            parts.append(samples)
+        }
+        return join(parts, leadInMs: leadInMs)
+    }
+
+    /// Renders the pack's chime (for an announcement that could not be built).
+    public func renderChime(leadInMs: Int = 0) throws(AnnounceError) -> [Int16] {
+        guard let chime = manifest.chime, let samples = clips[chime] else {
+            throw AnnounceError(.missingClip, "the voice pack \"\(manifest.name)\" has no chime")
+        }
+        return join([samples], leadInMs: leadInMs).samples
+    }
+
+    func join(_ parts: [[Float]], leadInMs: Int) -> Rendering {
+        let gap = gapMs * sampleRate / 1000
+        let leadIn = max(0, leadInMs) * sampleRate / 1000
+        let total = leadIn + parts.reduce(0) { $0 + $1.count } + gap * max(0, parts.count - 1)
+        var output = [Int16](repeating: 0, count: leadIn)
+        output.reserveCapacity(total)
+        var segments: [Range<Int>] = []
+        for (index, part) in parts.enumerated() {
+            if index > 0 { output.append(contentsOf: repeatElement(0, count: gap)) }
+            let start = output.count
+            for sample in part { output.append(ClipProcessing.int16(sample)) }
+            segments.append(start..<output.count)
+        }
+        return Rendering(samples: output, segments: segments)
+    }
+}

@@ -1,0 +1,175 @@
+/// A validated `say` or `prompt` request: what to announce and how to queue it. Validation is pure (no voice
+/// pack needed), so a malformed request is refused before anything else happens.
+public struct JobRequest: Sendable, Equatable {
+    public var utterance: Utterance
+    /// Voice pack language asked for; nil: the daemon's default.
+    public var lang: String?
+    public var style: ReadingStyle?
+    public var liang: Bool?
+    public var order: String?
+    public var priority: JobPriority
+    /// nil: the priority class's default ttl; 0: no ttl.
+    public var ttlMs: Int64?
+    public var wait: Bool
+
+    public init(
+        utterance: Utterance, lang: String? = nil, style: ReadingStyle? = nil, liang: Bool? = nil,
+        order: String? = nil, priority: JobPriority, ttlMs: Int64? = nil, wait: Bool = false
+    ) {
+        self.utterance = utterance
+        self.lang = lang
+        self.style = style
+        self.liang = liang
+        self.order = order
+        self.priority = priority
+        self.ttlMs = ttlMs
+        self.wait = wait
+    }
+
+    /// Longest ttl accepted: a week.
+    public static let maximumTTLSeconds: Double = 7 * 24 * 3600
+    public static let maximumOrderLength = 128
+    public static let maximumNameLength = 64
+
+    /// The reading options to compose with, given the reader's default style.
+    public func readingOptions(defaultStyle: ReadingStyle) -> ReadingOptions? {
+        if style == nil && liang == nil { return nil }
+        return ReadingOptions(style: style ?? defaultStyle, liang: liang ?? false)
+    }
+}
+
+extension Request {
+    private func refuse(_ message: String) -> AnnounceError { AnnounceError(.badRequest, message) }
+
+    /// The operation, or `bad_request` naming the unknown one.
+    public func operation() throws(AnnounceError) -> Operation {
+        guard let operation = Operation(rawValue: op) else {
+            let known = Operation.allCases.map(\.rawValue).joined(separator: ", ")
+            throw refuse("unknown op \"\(op)\" (known: \(known))")
+        }
+        return operation
+    }
+
+    /// What the operation needs: `control` to make the speaker speak or change it, `read` to look.
+    public func requiredAccess() throws(AnnounceError) -> Access {
+        switch try operation() {
+        case .say, .prompt, .text, .cancel, .replay: .control
+        case .volume: (threshold != nil || reset == true) ? .control : .read
+        case .status, .queue, .history, .ping, .metrics: .read
+        }
+    }
+
+    /// Checks the protocol version the client speaks.
+    public func checkVersion() throws(AnnounceError) {
+        if let v, v < 1 || v > ProtocolVersion.current {
+            throw refuse("protocol version \(v) is not supported (this daemon speaks 1…\(ProtocolVersion.current))")
+        }
+    }
+
+    /// Validates a `say` or `prompt` request.
+    public func jobRequest() throws(AnnounceError) -> JobRequest {
+        let operation = try operation()
+        let utterance: Utterance
+        let defaultPriority: JobPriority
+        switch operation {
+        case .say:
+            let amount: Amount
+            switch (self.amount, fen) {
+            case let (text?, nil):
+                do { amount = try Amount(parsing: text) } catch {
+                    throw AnnounceError(.invalidAmount, error.description)
+                }
+            case let (nil, fen?):
+                do { amount = try Amount(fen: fen) } catch {
+                    throw AnnounceError(.invalidAmount, error.description)
+                }
+            case (nil, nil):
+                throw refuse("say needs \"amount\" (a string such as \"100.00\") or \"fen\" (an integer)")
+            case (.some, .some):
+                throw refuse("give either \"amount\" or \"fen\", not both")
+            }
+            let channel = try name(self.channel ?? "plain", field: "channel")
+            utterance = .payment(amount: amount, channel: channel, refund: refund ?? false)
+            defaultPriority = .payment
+            if prompt != nil { throw refuse("\"prompt\" belongs to the prompt op, not say") }
+        case .prompt:
+            guard let prompt, !prompt.isEmpty else { throw refuse("prompt needs a \"prompt\" name") }
+            utterance = .prompt(name: try name(prompt, field: "prompt"))
+            defaultPriority = .status
+            if amount != nil || fen != nil { throw refuse("a prompt has no amount; use say") }
+        case .text:
+            guard let text, !text.allSatisfy(\.isWhitespace) else {
+                throw refuse("text needs a non-empty \"text\"")
+            }
+            guard text.count <= Composer.maximumTextLength else {
+                throw refuse("text is \(text.count) characters long; at most \(Composer.maximumTextLength) are spoken")
+            }
+            utterance = .text(text)
+            // An operator's message is spoken in turn like a payment and never dropped.
+            defaultPriority = .payment
+            if amount != nil || fen != nil { throw refuse("text has no amount; use say") }
+        default:
+            throw refuse("\(op) does not create a job")
+        }
+        var language: String?
+        if let lang { language = try name(lang, field: "lang") }
+        return JobRequest(
+            utterance: utterance, lang: language, style: try readingStyle(),
+            liang: liang, order: try orderID(), priority: try priorityClass(default: defaultPriority),
+            ttlMs: try ttlMilliseconds(), wait: wait ?? false)
+    }
+
+    /// The `priority` field, checked: a payment may not be `status` (droppable).
+    public func priorityClass(default defaultPriority: JobPriority) throws(AnnounceError) -> JobPriority {
+        guard let priority else { return defaultPriority }
+        guard let parsed = JobPriority(rawValue: priority) else {
+            throw refuse("unknown priority \"\(priority)\" (use urgent, payment or status)")
+        }
+        if parsed == .status && op == Operation.say.rawValue {
+            throw refuse("a payment cannot have priority status (status prompts may be dropped; payments never are)")
+        }
+        return parsed
+    }
+
+    /// The `ttl` field in milliseconds: nil absent, 0 none.
+    public func ttlMilliseconds() throws(AnnounceError) -> Int64? {
+        guard let ttl else { return nil }
+        guard ttl.isFinite, ttl >= 0, ttl <= JobRequest.maximumTTLSeconds else {
+            throw refuse("ttl must be seconds between 0 (none) and \(Int(JobRequest.maximumTTLSeconds))")
+        }
+        return Int64((ttl * 1000).rounded(.up))
+    }
+
+    private func readingStyle() throws(AnnounceError) -> ReadingStyle? {
+        guard let style else { return nil }
+        guard let parsed = ReadingStyle(rawValue: style) else {
+            throw refuse("unknown style \"\(style)\" (use decimal or units)")
+        }
+        return parsed
+    }
+
+    private func orderID() throws(AnnounceError) -> String? {
+        guard let order else { return nil }
+        guard !order.isEmpty, order.utf8.count <= JobRequest.maximumOrderLength else {
+            throw refuse("order must be 1…\(JobRequest.maximumOrderLength) bytes")
+        }
+        guard
+            order.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace || $0 == " " })
+                && !order.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { throw refuse("order must not contain control characters") }
+        return order
+    }
+
+    /// Names (channel, prompt, lang): short, printable ASCII letters, digits, `_`, `-`, `.`.
+    private func name(_ value: String, field: String) throws(AnnounceError) -> String {
+        let allowed = value.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII
+                && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                    || scalar == "_" || scalar == "-" || scalar == ".")
+        }
+        guard !value.isEmpty, value.utf8.count <= JobRequest.maximumNameLength, allowed else {
+            throw refuse("\(field) must be 1…\(JobRequest.maximumNameLength) characters of A–Z a–z 0–9 _ - .")
+        }
+        return value
+    }
+}

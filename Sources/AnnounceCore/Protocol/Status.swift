@@ -1,0 +1,165 @@
+/// The reply of `status`: enough for an installer to see at a glance whether the speaker will work.
+public struct DaemonStatus: Codable, Sendable, Equatable {
+    public struct Queue: Codable, Sendable, Equatable {
+        /// Waiting jobs (all classes).
+        public var waiting: Int
+        /// The bound on waiting urgent + payment jobs.
+        public var capacity: Int
+        /// Waiting jobs per priority class.
+        public var byPriority: [String: Int]
+        /// The job playing now.
+        public var playing: UInt64?
+        /// Jobs accepted and not finished yet: waiting, playing, or having their end recorded. 0: all done.
+        public var unfinished: Int
+
+        public init(waiting: Int, capacity: Int, byPriority: [String: Int], playing: UInt64? = nil, unfinished: Int) {
+            self.waiting = waiting
+            self.capacity = capacity
+            self.byPriority = byPriority
+            self.playing = playing
+            self.unfinished = unfinished
+        }
+    }
+
+    public struct Voice: Codable, Sendable, Equatable {
+        public var lang: String
+        public var name: String
+        public var sampleRate: Int
+        public var clips: Int
+        public var isDefault: Bool
+
+        public init(lang: String, name: String, sampleRate: Int, clips: Int, isDefault: Bool) {
+            self.lang = lang
+            self.name = name
+            self.sampleRate = sampleRate
+            self.clips = clips
+            self.isDefault = isDefault
+        }
+    }
+
+    public struct Journal: Codable, Sendable, Equatable {
+        public var path: String
+        /// Jobs found accepted but unspoken in the journal at start (spoken after the restart).
+        public var recoveredAtStart: Int
+        /// Jobs found playing at start (a crash mid-announcement), recorded `failed`/`interrupted`.
+        public var interruptedAtStart: Int
+        /// Order ids remembered for de-duplication now, and for how long each is remembered.
+        public var dedupOrders: Int
+        public var dedupWindowSeconds: Double
+
+        public init(
+            path: String, recoveredAtStart: Int, interruptedAtStart: Int, dedupOrders: Int,
+            dedupWindowSeconds: Double
+        ) {
+            self.path = path
+            self.recoveredAtStart = recoveredAtStart
+            self.interruptedAtStart = interruptedAtStart
+            self.dedupOrders = dedupOrders
+            self.dedupWindowSeconds = dedupWindowSeconds
+        }
+    }
+
+    /// Who asked, as the daemon sees the peer (SO_PEERCRED), and what it may do.
+    public struct Peer: Codable, Sendable, Equatable {
+        public var pid: Int32
+        public var uid: UInt32
+        public var gid: UInt32
+        public var access: Access
+
+        public init(pid: Int32, uid: UInt32, gid: UInt32, access: Access) {
+            self.pid = pid
+            self.uid = uid
+            self.gid = gid
+            self.access = access
+        }
+    }
+
+    /// Jobs since the daemon started, by final state, and refusals by error code.
+    public struct Totals: Codable, Sendable, Equatable {
+        public var accepted: Int
+        public var finished: [String: Int]
+        public var refused: [String: Int]
+
+        public init(accepted: Int = 0, finished: [String: Int] = [:], refused: [String: Int] = [:]) {
+            self.accepted = accepted
+            self.finished = finished
+            self.refused = refused
+        }
+    }
+
+    /// `running`, or `stopping` once SIGTERM arrived.
+    public var state: String
+    public var v: Int
+    public var pid: Int32
+    public var uptimeSeconds: Double
+    public var socket: String
+    public var clients: Int
+    public var queue: Queue
+    public var voices: [Voice]
+    public var journal: Journal
+    public var totals: Totals
+    public var audio: AudioStatus
+    public var peer: Peer?
+
+    public init(
+        state: String, v: Int, pid: Int32, uptimeSeconds: Double, socket: String, clients: Int, queue: Queue,
+        voices: [Voice], journal: Journal, totals: Totals, audio: AudioStatus, peer: Peer?
+    ) {
+        self.state = state
+        self.v = v
+        self.pid = pid
+        self.uptimeSeconds = uptimeSeconds
+        self.socket = socket
+        self.clients = clients
+        self.queue = queue
+        self.voices = voices
+        self.journal = journal
+        self.totals = totals
+        self.audio = audio
+        self.peer = peer
+    }
+}
+
+/// The audio side of `status`, and the reply of `volume`. The daemon fills what it knows (device, threshold);
+/// the audio code fills the rest (current volume, mute, ducked controls, xrun/recovery counts, last error).
+/// Every field but `device` is optional so that a sink without a mixer can still report.
+public struct AudioStatus: Codable, Sendable, Equatable {
+    /// ALSA PCM the daemon plays on.
+    public var device: String
+    /// Mixer control used for the alert volume, e.g. "default:Master".
+    public var mixer: String?
+    /// The control's volume now, percent (mapped like alsamixer, so a percentage means the same loudness).
+    public var volume: Int?
+    /// The volume an announcement is raised to if the control is lower, percent; nil: not raised.
+    public var threshold: Int?
+    /// Where `threshold` comes from: `config` (file or flag) or `set` (a `volume` request, kept in the journal).
+    public var thresholdSource: String?
+    public var muted: Bool?
+    /// Controls lowered while an announcement plays (ducking), e.g. ["pulse:music:Master"].
+    public var ducked: [String]?
+    /// Underruns and suspends recovered since start.
+    public var xruns: Int?
+    public var recoveries: Int?
+    public var lastError: ErrorInfo?
+    /// Everything the audio engine reports (per-channel raw volume, negotiated period/buffer, recovery state,
+    /// each ducked control), for tools and for a closer look; the fields above summarise it.
+    public var engine: AudioEngineStatus?
+
+    public init(
+        device: String, mixer: String? = nil, volume: Int? = nil, threshold: Int? = nil,
+        thresholdSource: String? = nil, muted: Bool? = nil, ducked: [String]? = nil, xruns: Int? = nil,
+        recoveries: Int? = nil, lastError: ErrorInfo? = nil, engine: AudioEngineStatus? = nil
+    ) {
+        self.device = device
+        self.mixer = mixer
+        self.volume = volume
+        self.threshold = threshold
+        self.thresholdSource = thresholdSource
+        self.muted = muted
+        self.ducked = ducked
+        self.xruns = xruns
+        self.recoveries = recoveries
+        self.lastError = lastError
+        self.engine = engine
+    }
+}

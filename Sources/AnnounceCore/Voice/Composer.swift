@@ -1,0 +1,196 @@
+import Foundation
+
+/// What one announcement says: the tokens (one clip each), the sentence printed for people, and the clip file
+/// chosen for every token (context variants applied).
+///
+/// An announcement is composed when a job is accepted and rendered when it plays. Composing never fails for
+/// a missing clip: the token is listed in ``missing`` and rendering then fails with `missing_clip`, so the
+/// player plays the pack's chime and reports the error instead of staying silent.
+public struct Announcement: Sendable, Equatable, Codable {
+    public var tokens: [String]
+    public var text: String
+    /// The clip file of every token that has one, in order.
+    public var files: [String]
+    /// Tokens the voice pack has no clip for (empty when the announcement can be built).
+    public var missing: [String]
+    /// Free text to synthesise instead of clips (an operator message no pack covers).
+    public var speech: String?
+    /// The language of the voice pack that composed it ("zh", "en").
+    public var language: String?
+
+    public init(
+        tokens: [String], text: String, files: [String], missing: [String] = [], speech: String? = nil,
+        language: String? = nil
+    ) {
+        self.tokens = tokens
+        self.text = text
+        self.files = files
+        self.missing = missing
+        self.speech = speech
+        self.language = language
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case tokens, text, files, missing, speech, language
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        tokens = try container.decode([String].self, forKey: .tokens)
+        text = try container.decode(String.self, forKey: .text)
+        files = try container.decode([String].self, forKey: .files)
+        missing = try container.decodeIfPresent([String].self, forKey: .missing) ?? []
+        speech = try container.decodeIfPresent(String.self, forKey: .speech)
+        language = try container.decodeIfPresent(String.self, forKey: .language)
+    }
+}
+
+/// What to announce, before it is turned into words.
+public enum Utterance: Sendable, Equatable, Codable {
+    case payment(amount: Amount, channel: String, refund: Bool)
+    case prompt(name: String)
+    /// Free text (an operator message), synthesised at run time in the pack's language.
+    case text(String)
+}
+
+/// Turns an utterance into tokens with a voice pack's templates and the reader for its language.
+/// Knows nothing about audio: the clips themselves are decoded elsewhere.
+public struct Composer: Sendable {
+    public let manifest: VoicePackManifest
+    public let reader: any AmountReader
+
+    public init(manifest: VoicePackManifest) throws(AnnounceError) {
+        guard let reader = Self.reader(language: manifest.language, currency: manifest.currency) else {
+            throw AnnounceError(.unknownLanguage, "voice pack language \"\(manifest.language)\" has no reader")
+        }
+        self.manifest = manifest
+        self.reader = reader
+    }
+
+    /// The reader for a language code ("zh", "zh-CN", "en", "en-GB" …), if there is one.
+    public static func reader(language: String, currency: CurrencyWords?) -> (any AmountReader)? {
+        switch languageKey(language) {
+        case "zh": MandarinReader()
+        case "en": EnglishReader(currency: currency ?? CurrencyWords())
+        default: nil
+        }
+    }
+
+    /// The primary language of a tag, lowercased, with Mandarin's `cmn` folded into `zh`:
+    /// "zh-CN" → "zh", "cmn" → "zh", "en_GB" → "en".
+    public static func languageKey(_ language: String) -> String {
+        let primary = language.split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map { $0.lowercased() } ?? ""
+        return primary == "cmn" ? "zh" : primary
+    }
+
+    /// The longest free text accepted, in characters.
+    public static let maximumTextLength = 500
+
+    /// Every token the reader can emit, found by reading amounts that use every digit in every position
+    /// in every style. A pack must have a clip for each.
+    public var readerTokens: Set<String> {
+        var tokens = Set<String>()
+        var samples: [Int64] = []
+        var power: Int64 = 1
+        while power <= 100_000_000_000 {
+            for digit in Int64(1)...9 { samples.append(digit * power * 100 + digit * 11) }
+            samples.append(power * 100 + 1)
+            power *= 10
+        }
+        samples += [1, 10, 100, 1_000_000_000_000, 200_000, 2_000_000_000_000, 1_020_304]
+        for fen in samples {
+            guard let amount = try? Amount(fen: fen) else { continue }
+            for style in ReadingStyle.allCases {
+                for liang in [false, true] {
+                    tokens.formUnion(reader.words(for: amount, options: ReadingOptions(style: style, liang: liang)))
+                }
+            }
+        }
+        return tokens
+    }
+
+    /// The template key for a channel: `alipay`, or `alipay.refund` for refunds.
+    public static func templateName(channel: String, refund: Bool) -> String {
+        refund ? "\(channel).refund" : channel
+    }
+
+    public func compose(_ utterance: Utterance, options: ReadingOptions? = nil) throws(AnnounceError) -> Announcement {
+        switch utterance {
+        case .payment(let amount, let channel, let refund):
+            return try compose(amount: amount, channel: channel, refund: refund, options: options)
+        case .prompt(let name):
+            return try compose(prompt: name)
+        case .text(let text):
+            return try compose(text: text)
+        }
+    }
+
+    /// Free text, to be synthesised when it plays. Refuses empty text, control characters and text longer
+    /// than ``maximumTextLength``.
+    public func compose(text: String) throws(AnnounceError) -> Announcement {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw AnnounceError(.badRequest, "the text is empty") }
+        guard trimmed.count <= Self.maximumTextLength else {
+            throw AnnounceError(
+                .badRequest, "the text has \(trimmed.count) characters; at most \(Self.maximumTextLength) are spoken")
+        }
+        if let control = trimmed.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+            throw AnnounceError(
+                .badRequest,
+                "the text contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
+        }
+        return Announcement(tokens: [trimmed], text: trimmed, files: [], speech: trimmed, language: manifest.language)
+    }
+
+    public func compose(
+        amount: Amount, channel: String = "plain", refund: Bool = false, options: ReadingOptions? = nil
+    ) throws(AnnounceError) -> Announcement {
+        let name = Self.templateName(channel: channel, refund: refund)
+        guard let template = manifest.templates[name] else {
+            let known = manifest.templates.keys.sorted().joined(separator: ", ")
+            throw AnnounceError(.unknownChannel, "the voice pack has no template \"\(name)\" (it has: \(known))")
+        }
+        let words = reader.words(for: amount, options: options ?? ReadingOptions(style: reader.defaultStyle))
+        var tokens: [String] = []
+        for token in template {
+            if token == VoicePackManifest.amountPlaceholder { tokens += words } else { tokens.append(token) }
+        }
+        return announcement(tokens)
+    }
+
+    public func compose(prompt name: String) throws(AnnounceError) -> Announcement {
+        guard let tokens = manifest.prompts?[name] else {
+            let known = (manifest.prompts ?? [:]).keys.sorted().joined(separator: ", ")
+            throw AnnounceError(.notFound, "the voice pack has no prompt \"\(name)\" (it has: \(known))")
+        }
+        return announcement(tokens)
+    }
+
+    /// Picks a clip file for every token, applying context variants (first matching variant wins). Tokens
+    /// without a clip are listed in ``Announcement/missing``.
+    func announcement(_ tokens: [String]) -> Announcement {
+        var missing: [String] = []
+        var files: [String] = []
+        files.reserveCapacity(tokens.count)
+        for (index, token) in tokens.enumerated() {
+            let next = index + 1 < tokens.count ? tokens[index + 1] : nil
+            let previous = index > 0 ? tokens[index - 1] : nil
+            let variant = manifest.variants?.first { variant in
+                variant.token == token
+                    && (variant.before.map { list in next.map(list.contains) ?? false } ?? true)
+                    && (variant.after.map { list in previous.map(list.contains) ?? false } ?? true)
+                    && (variant.before != nil || variant.after != nil)
+            }
+            if let variant {
+                files.append(variant.file)
+            } else if let file = manifest.clips[token] {
+                files.append(file)
+            } else {
+                missing.append(token)
+            }
+        }
+        return Announcement(
+            tokens: tokens, text: tokens.joined(separator: manifest.separator), files: files, missing: missing,
+            language: manifest.language)
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import AnnounceCore
+
+/// A queue element for the tests: a number with a priority class and an optional deadline.
+struct Item: Schedulable, Equatable, CustomStringConvertible {
+    var value: Int
+    var priority: JobPriority = .payment
+    var expiresAt: UInt64?
+
+    static func payment(_ value: Int) -> Item { Item(value: value) }
+    static func urgent(_ value: Int) -> Item { Item(value: value, priority: .urgent) }
+    static func status(_ value: Int) -> Item { Item(value: value, priority: .status) }
+    var description: String { "\(priority.rawValue)(\(value))" }
+}
+
+/// Collects what a queue discards.
+final class Discards: Sendable {
+    private let items = Mutex<[Item]>([])
+    var values: [Int] { items.withLock { $0.map(\.value) } }
+    func record(_ item: Item) { items.withLock { $0.append(item) } }
+}
+
+extension JobQueue where Element == Item {
+    func drain() -> [Int] {
+        var values: [Int] = []
+        while let item = tryDequeue() { values.append(item.value) }
+        return values
+    }
+}
+
+struct JobQueueTests {
+    @Test func paymentsAreFirstInFirstOut() throws {
+        let queue = JobQueue<Item>(capacity: 10)
+        for value in 1...5 { try queue.enqueue(.payment(value)) }
+        #expect((1...5).map { _ in queue.dequeue()?.value } == [1, 2, 3, 4, 5])
+        #expect(queue.tryDequeue() == nil)
+    }
+
+    @Test func refusesWhenFullAndKeepsWhatItHas() throws {
+        let queue = JobQueue<Item>(capacity: 2)
+        try queue.enqueue(.payment(1))
+        try queue.enqueue(.urgent(2))
+        #expect(!queue.hasRoom(for: .payment))
+        #expect(!queue.hasRoom(for: .urgent))
+        #expect(queue.hasRoom(for: .status), "status prompts have their own slot")
+        #expect { try queue.enqueue(.payment(3)) } throws: { ($0 as? AnnounceError)?.code == .queueFull }
+        #expect { try queue.enqueue(.urgent(4)) } throws: { ($0 as? AnnounceError)?.code == .queueFull }
+        #expect(queue.snapshot.map(\.value) == [2, 1], "nothing was dropped to make room")
+        _ = queue.dequeue()
+        try queue.enqueue(.payment(3))
+        #expect(queue.snapshot.map(\.value) == [1, 3])
+    }
+
+    @Test func urgentGoesBeforeWaitingPaymentsAndStatusComesLast() throws {
+        let queue = JobQueue<Item>(capacity: 10)
+        try queue.enqueue(.status(100))
+        try queue.enqueue(.payment(1))
+        try queue.enqueue(.payment(2))
+        try queue.enqueue(.urgent(50))
+        try queue.enqueue(.payment(3))
+        try queue.enqueue(.urgent(51))
+        #expect(queue.snapshot.map(\.value) == [50, 51, 1, 2, 3, 100])
+        #expect(queue.drain() == [50, 51, 1, 2, 3, 100])
+    }
+
+    @Test func aNewerStatusPromptReplacesTheWaitingOne() throws {
+        let queue = JobQueue<Item>(capacity: 1)
+        #expect(try queue.enqueue(.status(1)) == nil)
+        try queue.enqueue(.payment(7))
+        let replaced = try queue.enqueue(.status(2))
+        #expect(replaced?.value == 1, "the older prompt is handed back so that it can be reported superseded")
+        #expect(queue.count == 2)
+        #expect(queue.boundedCount == 1)
+        #expect(queue.drain() == [7, 2])
+    }
+
+    @Test func anExpiredJobIsReportedAtItsTurnAndTheNextOnePlays() throws {
+        let queue = JobQueue<Item>(capacity: 10)
+        let discards = Discards()
+        queue.onDiscard { item, reason in
+            #expect(reason == .expired)
+            discards.record(item)
+        }
+        let now = Monotonic.nanos
+        try queue.enqueue(Item(value: 1, expiresAt: now + 60_000_000_000))
+        try queue.enqueue(Item(value: 2, expiresAt: now))  // already past
+        try queue.enqueue(.payment(3))
+        #expect(queue.dequeue()?.value == 1)
+        #expect(discards.values.isEmpty, "a ttl is checked when the job's turn comes, not before")
+        #expect(queue.dequeue()?.value == 3)
+        #expect(discards.values == [2])
+    }
+
+    @Test func closedQueueDrainsThenEnds() throws {
+        let queue = JobQueue<Item>(capacity: 4)
+        try queue.enqueue(.payment(1))
+        queue.close()
+        #expect { try queue.enqueue(.payment(2)) } throws: { ($0 as? AnnounceError)?.code == .shuttingDown }
+        #expect(queue.dequeue()?.value == 1)
+        #expect(queue.dequeue() == nil)
+    }
+
+    @Test func closeNowHandsBackWhatWaitsAndTheConsumerStops() throws {
+        let queue = JobQueue<Item>(capacity: 4)
+        try queue.enqueue(.payment(1))
+        try queue.enqueue(.urgent(2))
+        try queue.enqueue(.status(3))
+        #expect(queue.closeNow().map(\.value) == [2, 1, 3])
+        #expect(queue.dequeue() == nil)
+        #expect { try queue.enqueue(.payment(4)) } throws: { ($0 as? AnnounceError)?.code == .shuttingDown }
+    }
+
+    @Test func recoveredJobsMayExceedALoweredBound() throws {
+        let queue = JobQueue<Item>(capacity: 1)
+        try queue.enqueue(.payment(1), ignoringBound: true)
+        try queue.enqueue(.payment(2), ignoringBound: true)
+        #expect(queue.count == 2)
+        queue.capacity = 5
+        try queue.enqueue(.payment(3))
+        #expect(queue.drain() == [1, 2, 3])
+    }
+
+    @Test func dequeueWaitsForAProducer() throws {
+        let queue = JobQueue<Item>(capacity: 4)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { _ = try? queue.enqueue(.payment(7)) }
+        #expect(queue.dequeue()?.value == 7)
+    }
+
+    @Test func dequeueGivesUpAtTheDeadline() {
+        let queue = JobQueue<Item>(capacity: 4)
+        #expect(queue.dequeue(until: Monotonic.nanos + 20_000_000) == nil)
+    }
+
+    @Test func removeTakesMatchingWaitingElementsFromEveryLane() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        for value in 1...6 { try queue.enqueue(.payment(value)) }
+        try queue.enqueue(.urgent(8))
+        try queue.enqueue(.status(10))
+        _ = queue.dequeue()
+        #expect(queue.remove { $0.value % 2 == 0 }.map(\.value) == [2, 4, 6, 10])
+        #expect(queue.snapshot.map(\.value) == [1, 3, 5])
+    }
+
+    /// Many producers, one consumer: every accepted element comes out exactly once, and each producer's
+    /// elements in the order it sent them.
+    @Test func concurrentProducersLoseNothing() throws {
+        let queue = JobQueue<Item>(capacity: 100_000)
+        let producers = 8
+        let perProducer = 2_000
+        DispatchQueue.concurrentPerform(iterations: producers) { producer in
+            for index in 0..<perProducer { _ = try? queue.enqueue(.payment(producer * perProducer + index)) }
+        }
+        queue.close()
+        var seen: [Int] = []
+        while let item = queue.dequeue() { seen.append(item.value) }
+        #expect(seen.count == producers * perProducer)
+        #expect(Set(seen).count == seen.count)
+        for producer in 0..<producers {
+            let mine = seen.filter { $0 / perProducer == producer }
+            #expect(mine == mine.sorted())
+        }
+    }
+}
+
+struct DedupWindowTests {
+    @Test func anOrderIsRememberedForTheWindowThenForgotten() {
+        var window = DedupWindow(windowMs: 1_000)
+        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 10_000))
+        #expect(window.lookup("A", nowMs: 10_000)?.jobID == 1)
+        #expect(window.lookup("A", nowMs: 10_999)?.jobID == 1)
+        #expect(window.lookup("B", nowMs: 10_500) == nil)
+        #expect(window.lookup("A", nowMs: 11_000) == nil, "the window is [accepted, accepted + window)")
+        #expect(window.count == 0)
+    }
+
+    @Test func aReacceptedOrderIsNotForgottenWithItsOldEntry() {
+        var window = DedupWindow(windowMs: 1_000)
+        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 0))
+        #expect(window.lookup("A", nowMs: 1_500) == nil)
+        window.insert(.init(order: "A", jobID: 2, acceptedAtMs: 1_500))
+        #expect(window.lookup("A", nowMs: 2_000)?.jobID == 2)
+        #expect(window.lookup("A", nowMs: 2_499)?.jobID == 2)
+    }
+
+    @Test func entriesLoadedFromTheJournalCountFromTheirOwnAcceptance() {
+        var window = DedupWindow(
+            windowMs: 86_400_000,
+            entries: [
+                .init(order: "old", jobID: 1, acceptedAtMs: 0), .init(order: "new", jobID: 2, acceptedAtMs: 86_000_000),
+            ])
+        #expect(window.lookup("old", nowMs: 86_400_000) == nil)
+        #expect(window.lookup("new", nowMs: 86_400_000)?.jobID == 2)
+    }
+
+    @Test func aClockThatWentBackwardsForgetsNothingEarly() {
+        var window = DedupWindow(windowMs: 1_000)
+        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 5_000))
+        window.insert(.init(order: "B", jobID: 2, acceptedAtMs: 4_000))
+        #expect(window.lookup("B", nowMs: 4_900)?.jobID == 2)
+        #expect(window.lookup("A", nowMs: 5_500)?.jobID == 1)
+    }
+}

@@ -1,0 +1,456 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import AnnounceCore
+
+/// Collects player events; lets a test wait for N results.
+final class EventLog: Sendable {
+    private let results = Mutex<[JobResult]>([])
+    private let events = Mutex<[Player.Event]>([])
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func record(_ event: Player.Event) {
+        events.withLock { $0.append(event) }
+        if case let .finished(result) = event {
+            results.withLock { $0.append(result) }
+            semaphore.signal()
+        }
+    }
+
+    /// Waits (up to 10 s per result) until `count` results in all have come.
+    func waitFor(_ count: Int) -> [JobResult] {
+        while results.withLock({ $0.count }) < count {
+            guard semaphore.wait(timeout: .now() + 10) == .success else { break }
+        }
+        return results.withLock { $0 }
+    }
+
+    var all: [Player.Event] { events.withLock { $0 } }
+
+    var deviceErrors: [DeviceRecovery.Decision] {
+        all.compactMap { event in
+            if case let .deviceError(_, _, decision) = event { return decision }
+            return nil
+        }
+    }
+}
+
+/// Polls `condition` (state another thread reaches right after an event) for up to 10 s.
+func waitUntil(_ condition: () -> Bool) -> Bool {
+    for _ in 0..<10_000 {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.001)
+    }
+    return condition()
+}
+
+struct PlayerTests {
+    let pack: VoicePack
+    let stateFile: MixerStateFile
+
+    init() throws {
+        pack = try Fixtures.pack()
+        let directory = NSTemporaryDirectory() + "player-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        stateFile = MixerStateFile(path: "\(directory)/mixer-state.json")
+    }
+
+    func start(
+        _ sink: RecordingSink, settings: Player.Settings = Player.Settings(), volume: VolumeGuard? = nil,
+        ducker: Ducker? = nil
+    ) -> (JobQueue<Job>, Player, EventLog) {
+        let queue = JobQueue<Job>(capacity: 16)
+        let events = EventLog()
+        let player = Player(
+            queue: queue, pack: pack, sink: sink, settings: settings, volume: volume, ducker: ducker,
+            logger: Logger(label: "test")
+        ) { events.record($0) }
+        return (queue, player, events)
+    }
+
+    func quickRetries(giveUpAfterMs: Int = 10_000) -> Player.Settings {
+        var settings = Player.Settings()
+        settings.recovery = RecoverySettings(initialBackoffMs: 1, maximumBackoffMs: 4, giveUpAfterMs: giveUpAfterMs)
+        return settings
+    }
+
+    @Test func playsJobsInOrderBackToBackAndDrainsOnlyWhenEmpty() throws {
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink)
+        let jobs = try ["100", "8.5", "1005"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let results = events.waitFor(3)
+        queue.close()
+        player.join()
+
+        #expect(results.map(\.id) == [1, 2, 3])
+        #expect(results.allSatisfy { $0.state == .spoken })
+        let expected = try jobs.flatMap { try pack.render($0.announcement) }
+        #expect(sink.samples == expected, "the device got exactly the three renders, in order, nothing between")
+        #expect(sink.calls == ["open(8000)", "played", "drain", "close"], "one open, one drain, at the end")
+        #expect(results.map(\.frames) == (try jobs.map { try pack.render($0.announcement).count }))
+    }
+
+    @Test func keepOpenHoldsTheDeviceBetweenBursts() throws {
+        let sink = RecordingSink()
+        var settings = Player.Settings()
+        settings.keepOpen = true
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        _ = events.waitFor(1)
+        #expect(waitUntil { player.status().state != .playing })
+        #expect(player.status().state == .open)
+        try queue.enqueue(Fixtures.job(2, "2", pack: pack))
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 1)
+        #expect(sink.calls.filter { $0 == "close" }.count == 1, "closed only at shutdown: \(sink.calls)")
+    }
+
+    @Test func withoutKeepOpenEachBurstReleasesTheDevice() throws {
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink)
+        player.start()
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        _ = events.waitFor(1)
+        #expect(waitUntil { player.status().state == .idle }, "the burst ended and released the device")
+        try queue.enqueue(Fixtures.job(2, "2", pack: pack))
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 2, "\(sink.calls)")
+        #expect(sink.calls.filter { $0 == "close" }.count == 2, "\(sink.calls)")
+        #expect(player.status().state == .idle)
+    }
+
+    @Test func leadInOnlyBeforeTheFirstJobOfABurst() throws {
+        let sink = RecordingSink()
+        var settings = Player.Settings()
+        settings.leadInMs = 10
+        let (queue, player, events) = start(sink, settings: settings)
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        try queue.enqueue(Fixtures.job(2, "2", pack: pack))
+        player.start()
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        let first = try pack.render(Fixtures.job(1, "1", pack: pack).announcement, leadInMs: 10)
+        let second = try pack.render(Fixtures.job(2, "2", pack: pack).announcement)
+        #expect(sink.samples == first + second)
+        #expect(first.prefix(80).allSatisfy { $0 == 0 })
+    }
+
+    @Test func cancelStopsWithinAPeriodAndTheNextJobPlays() throws {
+        let sink = RecordingSink(period: 16)
+        let (queue, player, events) = start(sink)
+        let long = try Fixtures.job(1, "987654321.99", pack: pack)
+        let next = try Fixtures.job(2, "1", pack: pack)
+        let cancelled = Atomic<Bool>(false)
+        sink.afterPeriod = {
+            if sink.samples.count >= 64, !cancelled.exchange(true, ordering: .relaxed) { player.cancelCurrent(id: 1) }
+        }
+        try queue.enqueue(long)
+        try queue.enqueue(next)
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.cancelled, .spoken])
+        #expect(results[0].frames <= 64 + 16, "stopped within one period of the cancel")
+        #expect(sink.calls.contains("drop"))
+        let nextSamples = try pack.render(next.announcement)
+        #expect(Array(sink.samples.suffix(nextSamples.count)) == nextSamples)
+    }
+
+    @Test func aCancelFromAnotherThreadWakesABlockedWrite() throws {
+        // Each period "waits for the device" for a long time, as a real PCM does in poll; only wake() ends it.
+        let sink = RecordingSink(period: 16)
+        sink.periodWait = .seconds(30)
+        let (queue, player, events) = start(sink)
+        try queue.enqueue(Fixtures.job(1, "987654321.99", pack: pack))
+        player.start()
+        #expect(waitUntil { sink.calls.contains("open(8000)") }, "the job is being written")
+        #expect(player.cancelCurrent(id: 1))
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .cancelled)
+        #expect(sink.wakes >= 1)
+        #expect(sink.samples.isEmpty, "nothing written after the cancel")
+        #expect(sink.calls.contains("drop"))
+    }
+
+    @Test func cancellingAnotherJobIDDoesNothing() throws {
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink)
+        sink.afterPeriod = { _ = player.cancelCurrent(id: 99) }
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .spoken)
+    }
+
+    // MARK: - Recovery
+
+    @Test func aDeviceThatFailsToOpenIsRetriedAndTheJobStillPlays() throws {
+        let sink = RecordingSink()
+        sink.openFailures = 2
+        let (queue, player, events) = start(sink, settings: quickRetries())
+        let job = try Fixtures.job(1, "100", pack: pack)
+        try queue.enqueue(job)
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .spoken)
+        #expect(sink.samples == (try pack.render(job.announcement)))
+        #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 3)
+        #expect(events.deviceErrors == [.retry(afterMs: 1), .retry(afterMs: 2)])
+        let status = player.status()
+        #expect(status.deviceFailures == 2 && status.recoveries == 1)
+        #expect(status.lastError?.code == "audio_device")
+    }
+
+    @Test func aDeviceThatVanishesMidJobReplaysTheJobFromItsStart() throws {
+        let sink = RecordingSink()
+        sink.failWriteAtFrame = 100
+        let (queue, player, events) = start(sink, settings: quickRetries())
+        let job = try Fixtures.job(1, "100", pack: pack)
+        try queue.enqueue(job)
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        let render = try pack.render(job.announcement)
+        #expect(results.first?.state == .spoken)
+        #expect(results.first?.frames == render.count)
+        // The interrupted start, then the whole job again.
+        #expect(Array(sink.samples.suffix(render.count)) == render)
+        #expect(sink.calls.contains("vanished"))
+    }
+
+    @Test func aDeviceThatDiesWhileTheTailPlaysReplaysTheJob() throws {
+        let sink = RecordingSink()
+        sink.waitFailures = 1
+        let (queue, player, events) = start(sink, settings: quickRetries())
+        let job = try Fixtures.job(1, "8", pack: pack)
+        try queue.enqueue(job)
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        let render = try pack.render(job.announcement)
+        #expect(results.first?.state == .spoken)
+        #expect(sink.samples == render + render)
+    }
+
+    @Test func aDeviceAwayForAWhileKeepsTheQueueAndEveryJobPlaysInOrder() throws {
+        // The sound server restarts during job 2 of 4: open fails for a while, then works again.
+        let sink = RecordingSink()
+        let attempts = Atomic<Int>(0)
+        let jobs = try ["1", "22", "333", "4444"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        let firstLength = try pack.render(jobs[0].announcement).count
+        sink.failWriteAtFrame = firstLength + 50
+        // After vanishing, the device refuses six reopen attempts, then is back.
+        sink.deviceAway = { [unowned sink] in
+            sink.calls.contains("vanished") && attempts.add(1, ordering: .relaxed).newValue <= 6
+        }
+        let (queue, player, events) = start(sink, settings: quickRetries())
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let results = events.waitFor(4)
+        queue.close()
+        player.join()
+        #expect(results.map(\.id) == [1, 2, 3, 4])
+        #expect(results.allSatisfy { $0.state == .spoken }, "\(results)")
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        let tail = renders[1] + renders[2] + renders[3]
+        #expect(Array(sink.samples.suffix(tail.count)) == tail, "job 2 replayed whole, then 3 and 4")
+        #expect(events.deviceErrors.count == 7)
+        #expect(player.status().recoveries == 1)
+    }
+
+    @Test func aDeviceThatNeverComesBackFailsTheJobWithTheReasonAndTheNextIsTried() throws {
+        let sink = RecordingSink()
+        sink.openFailures = 1_000
+        let (queue, player, events) = start(sink, settings: quickRetries(giveUpAfterMs: 30))
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        try queue.enqueue(Fixtures.job(2, "200", pack: pack))
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.failed, .failed])
+        #expect(results.allSatisfy { $0.error?.code == .audioDevice })
+        #expect(events.deviceErrors.last == .giveUp)
+        #expect(player.status().jobsGivenUp == 2)
+    }
+
+    @Test func aCancelDuringTheBackoffEndsTheWaitAndTheJob() throws {
+        let sink = RecordingSink()
+        sink.openFailures = 1_000
+        var settings = Player.Settings()
+        settings.recovery = RecoverySettings(initialBackoffMs: 60_000, maximumBackoffMs: 60_000, giveUpAfterMs: 600_000)
+        let (queue, player, events) = start(sink, settings: settings)
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        player.start()
+        #expect(waitUntil { player.status().state == .recovering })
+        let retryInMs = player.status().retryInMs ?? 0
+        #expect(retryInMs > 1_000)
+        player.cancelCurrent(id: 1)
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .cancelled)
+    }
+
+    @Test func xrunsRecoveredByTheSinkShowInTheStatus() throws {
+        let sink = RecordingSink()
+        sink.xrunAtFrames = [40, 200]
+        let (queue, player, events) = start(sink)
+        let job = try Fixtures.job(1, "12345", pack: pack)
+        try queue.enqueue(job)
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .spoken)
+        #expect(player.status().sink.xruns == 2)
+        #expect(sink.samples == (try pack.render(job.announcement)), "nothing lost or repeated around an xrun")
+    }
+
+    @Test func anAnnouncementThatCannotBeBuiltPlaysTheChime() throws {
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink)
+        var job = try Fixtures.job(1, "100", pack: pack)
+        job.announcement.files[1] = "clips/missing.wav"
+        try queue.enqueue(job)
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .failed)
+        #expect(results.first?.error?.code == .missingClip)
+        #expect(sink.samples == (try pack.renderChime()))
+    }
+
+    // MARK: - Volume and ducking
+
+    @Test func theVolumeIsRaisedBeforeTheFirstSampleAndRestoredOnlyWhenTheQueueIsEmpty() throws {
+        let control = FakeVolumeControl(raw: [20])
+        let volume = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .respect, stateFile: stateFile,
+            logger: Logger(label: "test"))
+        let sink = RecordingSink()
+        let seenWhilePlaying = Mutex<[Int]>([])
+        sink.afterPeriod = { seenWhilePlaying.withLock { $0.append(control.value.raw[0]) } }
+        let (queue, player, events) = start(sink, volume: volume)
+        for (index, amount) in ["1", "2", "3"].enumerated() {
+            try queue.enqueue(Fixtures.job(UInt64(index + 1), amount, pack: pack))
+        }
+        player.start()
+        _ = events.waitFor(3)
+        queue.close()
+        player.join()
+        let levels = Set(seenWhilePlaying.withLock { $0 })
+        #expect(levels == [60], "every period of all three jobs played at 60")
+        #expect(control.writes == ["write raw [60]", "write raw [20]"], "raised once, restored once")
+        #expect(control.value.raw == [20])
+    }
+
+    @Test func mutedWithRespectFailsEveryJobWithMutedAndPlaysNothing() throws {
+        let control = FakeVolumeControl(raw: [80], switches: [false])
+        let volume = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .respect, stateFile: stateFile,
+            logger: Logger(label: "test"))
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink, volume: volume)
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        try queue.enqueue(Fixtures.job(2, "2", pack: pack))
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.failed, .failed])
+        #expect(results.allSatisfy { $0.error?.code == .muted })
+        #expect(sink.samples.isEmpty)
+        #expect(control.writes.isEmpty)
+    }
+
+    @Test func mutedWithOverridePlaysUnmutedAndMutesAgainAfter() throws {
+        let control = FakeVolumeControl(raw: [80], switches: [false])
+        let volume = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .override, stateFile: stateFile,
+            logger: Logger(label: "test"))
+        let sink = RecordingSink()
+        let switchWhilePlaying = Mutex<Set<Bool>>([])
+        sink.afterPeriod = { switchWhilePlaying.withLock { _ = $0.insert(control.value.switches![0]) } }
+        let (queue, player, events) = start(sink, volume: volume)
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        player.start()
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .spoken)
+        let switches = switchWhilePlaying.withLock { $0 }
+        #expect(switches == [true])
+        #expect(control.value.switches == [false])
+    }
+
+    @Test func otherStreamsAreDuckedDuringTheBurstAndRestoredAfter() throws {
+        let music = FakeVolumeControl("hw:0/Music", raw: [255], range: 0...255, centidBPerStep: 20)
+        let ducker = Ducker(
+            controls: [music], settings: DuckSettings(decibels: 20, rampMs: 0), stateFile: stateFile,
+            logger: Logger(label: "test"), sleep: { _ in })
+        let sink = RecordingSink()
+        let (queue, player, events) = start(sink, ducker: ducker)
+        let musicWhilePlaying = Mutex<Set<Int>>([])
+        sink.afterPeriod = {
+            // The ramp runs on the ducker's thread, concurrently with the first period; look from the second on.
+            if sink.samples.count == 32 { ducker.waitUntilIdle() }
+            if sink.samples.count >= 32 { musicWhilePlaying.withLock { _ = $0.insert(music.value.raw[0]) } }
+        }
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        try queue.enqueue(Fixtures.job(2, "200", pack: pack))
+        player.start()
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        let musicLevels = musicWhilePlaying.withLock { $0 }
+        #expect(musicLevels == [155], "music 20 dB down for both jobs")
+        #expect(music.value.raw == [255])
+        #expect(music.writes == ["write raw [155]", "write raw [255]"], "one duck, one restore for the burst")
+    }
+
+    @Test func statusCarriesDeviceVolumeAndDucking() throws {
+        let control = FakeVolumeControl(raw: [20])
+        let volume = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .override, stateFile: stateFile,
+            logger: Logger(label: "test"))
+        let music = FakeVolumeControl("pulse:music/Master", raw: [65536], range: 0...65536)
+        let ducker = Ducker(
+            controls: [music], settings: DuckSettings(decibels: 20), stateFile: stateFile,
+            logger: Logger(label: "test"), sleep: { _ in })
+        let sink = RecordingSink()
+        let (_, player, _) = start(sink, volume: volume, ducker: ducker)
+        let status = player.status()
+        #expect(status.state == .idle)
+        #expect(status.volume?.element == "fake/Master")
+        #expect(status.volume?.raw == [20])
+        #expect(abs((status.volume?.percent?.first ?? 0) - 20) < 1e-9)
+        #expect(status.volume?.threshold == "60%")
+        #expect(status.volume?.thresholdRaw == 60)
+        #expect(status.volume?.mutePolicy == .override)
+        #expect(status.ducking?.decibels == 20)
+        #expect(status.ducking?.controls.map(\.element) == ["pulse:music/Master"])
+        let encoded = try JSONEncoder().encode(status)
+        #expect(try JSONDecoder().decode(AudioEngineStatus.self, from: encoded) == status)
+    }
+}

@@ -1,0 +1,227 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import AnnounceCore
+
+/// The volume policy against a fake mixer element: when to raise, what to put back, when the user wins,
+/// mute policies, and crash safety through the state file.
+struct VolumeGuardTests {
+    let directory: String
+    let stateFile: MixerStateFile
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "volume-guard-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        stateFile = MixerStateFile(path: "\(directory)/mixer-state.json")
+    }
+
+    func makeGuard(
+        _ control: FakeVolumeControl, threshold: VolumeLevel? = .percent(60), policy: MutePolicy = .respect
+    ) -> VolumeGuard {
+        VolumeGuard(
+            control: control, threshold: threshold, mutePolicy: policy, stateFile: stateFile,
+            logger: Logger(label: "test"))
+    }
+
+    @Test func belowThresholdIsRaisedAndTheExactOriginalComesBackAfter() throws {
+        // A stereo element, left at 20, right at 75: only the channel below 60% is raised.
+        let control = FakeVolumeControl(raw: [20, 75], switches: [true])
+        let guarded = makeGuard(control)
+        #expect(guarded.begin() == .play)
+        #expect(control.value.raw == [60, 75])
+        #expect(guarded.status().raised)
+        guarded.end()
+        #expect(control.value.raw == [20, 75])
+        #expect(control.writes == ["write raw [60, 75]", "write raw [20, 75]"])
+        #expect(try stateFile.entries().isEmpty, "nothing is owed once the original is back")
+        let status = guarded.status()
+        #expect(!status.raised && status.raises == 1 && status.restores == 1 && status.userOverrides == 0)
+    }
+
+    @Test func theOriginalIsOnDiskBeforeTheVolumeIsRaised() throws {
+        let control = FakeVolumeControl(raw: [10])
+        let file = stateFile
+        var onDiskAtRaise: [MixerStateFile.Entry] = []
+        control.afterWrite = { _ in if onDiskAtRaise.isEmpty { onDiskAtRaise = (try? file.entries()) ?? [] } }
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        #expect(onDiskAtRaise.count == 1)
+        #expect(onDiskAtRaise.first?.original.raw == [10])
+        #expect(onDiskAtRaise.first?.applied.raw == [60])
+        #expect(onDiskAtRaise.first?.purpose == .alert)
+    }
+
+    @Test func loudEnoughIsLeftAloneAndNothingIsWritten() throws {
+        let control = FakeVolumeControl(raw: [80])
+        let guarded = makeGuard(control)
+        #expect(guarded.begin() == .play)
+        guarded.end()
+        #expect(control.writes.isEmpty)
+        #expect(try stateFile.entries().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: stateFile.path))
+    }
+
+    @Test func backToBackJobsRaiseOnceAndRestoreOnceAtTheEnd() {
+        let control = FakeVolumeControl(raw: [30])
+        let guarded = makeGuard(control)
+        for _ in 0..<3 { #expect(guarded.begin() == .play) }
+        #expect(control.writes == ["write raw [60]"])
+        guarded.end()
+        guarded.end()
+        #expect(control.writes == ["write raw [60]", "write raw [30]"])
+    }
+
+    @Test func aVolumeTheUserChangedDuringTheAlertIsKept() throws {
+        let control = FakeVolumeControl(raw: [30])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        control.userSets(raw: [45])
+        guarded.end()
+        #expect(control.value.raw == [45], "the user's choice wins")
+        #expect(guarded.status().userOverrides == 1)
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func mutedWithRespectDoesNotPlayAndChangesNothing() throws {
+        let control = FakeVolumeControl(raw: [10], switches: [false])
+        let guarded = makeGuard(control, policy: .respect)
+        #expect(guarded.begin() == .muted)
+        guarded.end()
+        #expect(control.writes.isEmpty)
+        #expect(control.value == VolumeReading(raw: [10], switches: [false]))
+        #expect(guarded.status().muted == true)
+    }
+
+    @Test func mutedWithOverrideIsUnmutedRaisedAndPutBackMuted() throws {
+        let control = FakeVolumeControl(raw: [10, 10], switches: [false])
+        let guarded = makeGuard(control, policy: .override)
+        #expect(guarded.begin() == .play)
+        #expect(control.value == VolumeReading(raw: [60, 60], switches: [true, true]))
+        guarded.end()
+        #expect(control.value == VolumeReading(raw: [10, 10], switches: [false, false]))
+    }
+
+    @Test func overrideWithoutAThresholdOnlyUnmutes() {
+        let control = FakeVolumeControl(raw: [10], switches: [false])
+        let guarded = makeGuard(control, threshold: nil, policy: .override)
+        #expect(guarded.begin() == .play)
+        #expect(control.writes == ["write switches [true]"])
+        guarded.end()
+        #expect(control.value == VolumeReading(raw: [10], switches: [false]))
+    }
+
+    @Test func aUserWhoMutesMidBurstIsRespectedFromTheNextJob() {
+        let control = FakeVolumeControl(raw: [80], switches: [true])
+        let guarded = makeGuard(control, policy: .respect)
+        #expect(guarded.begin() == .play)
+        control.userSets(switches: [false])
+        #expect(guarded.begin() == .muted)
+    }
+
+    @Test func aVolumeChangedDuringAnOverriddenAlertStaysButTheMuteComesBack() {
+        let control = FakeVolumeControl(raw: [80], switches: [false])
+        let guarded = makeGuard(control, threshold: nil, policy: .override)
+        _ = guarded.begin()
+        control.userSets(switches: [true])  // same as what the daemon set: indistinguishable, restored to muted
+        control.userSets(raw: [70])
+        guarded.end()
+        #expect(control.value.switches == [false], "switch still as the daemon left it: put back")
+        #expect(control.value.raw == [70], "volume untouched by the daemon, the user's stays")
+    }
+
+    @Test func mixerFailuresNeverStopTheAlert() throws {
+        let control = FakeVolumeControl(raw: [10])
+        control.readFailures = 1
+        let guarded = makeGuard(control)
+        #expect(guarded.begin() == .play, "an unreadable mixer plays at whatever volume there is")
+        guarded.end()
+        #expect(control.writes.isEmpty)
+
+        let failing = FakeVolumeControl(raw: [10])
+        failing.writeFailures = 1
+        let second = makeGuard(failing)
+        #expect(second.begin() == .play)
+        #expect(second.status().lastError?.code == "mixer")
+    }
+
+    @Test func aRestoreThatFailsIsOwedAndDoneAfterTheNextAlert() throws {
+        let control = FakeVolumeControl(raw: [10])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        control.readFailures = 1
+        guarded.end()
+        #expect(control.value.raw == [60])
+        #expect(try stateFile.entries().count == 1, "still owed, and on disk")
+        _ = guarded.begin()
+        #expect(control.writes == ["write raw [60]"], "not raised twice")
+        guarded.end()
+        #expect(control.value.raw == [10])
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func aThresholdInDBOnAnElementWithoutDBFailsValidation() {
+        let control = FakeVolumeControl(raw: [10], range: 0...65536)
+        let guarded = makeGuard(control, threshold: .decibels(-20))
+        #expect(throws: AnnounceError.self) { try guarded.validate() }
+        let withDB = makeGuard(FakeVolumeControl(raw: [10], range: 0...255, centidBPerStep: 20), threshold: .decibels(-20))
+        #expect(throws: Never.self) { try withDB.validate() }
+        #expect(withDB.begin() == .play)
+    }
+
+    // MARK: - Crash safety
+
+    @Test func aLeftoverFromACrashMidAlertIsRestoredAtStart() throws {
+        let control = FakeVolumeControl(raw: [15])
+        _ = makeGuard(control).begin()  // the daemon raised the volume, then died (no end())
+        #expect(control.value.raw == [60])
+        let outcomes = stateFile.restoreLeftovers { _ in control }
+        #expect(control.value.raw == [15])
+        guard case .restored = outcomes.first else {
+            Issue.record("expected a restore, got \(outcomes)")
+            return
+        }
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func aLeftoverTheUserChangedSinceIsLeftAlone() throws {
+        let control = FakeVolumeControl(raw: [15])
+        _ = makeGuard(control).begin()
+        control.userSets(raw: [90])
+        let outcomes = stateFile.restoreLeftovers { _ in control }
+        #expect(control.value.raw == [90])
+        guard case .keptUserSetting = outcomes.first else {
+            Issue.record("expected the user's setting kept, got \(outcomes)")
+            return
+        }
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func anUnreachableLeftoverStaysAndTheNextGuardPaysItBack() throws {
+        let control = FakeVolumeControl(raw: [15])
+        _ = makeGuard(control).begin()
+        let outcomes = stateFile.restoreLeftovers { _ throws(AnnounceError) in
+            throw AnnounceError(.mixer, "injected: sound server not up yet")
+        }
+        guard case .unreachable = outcomes.first else {
+            Issue.record("expected unreachable, got \(outcomes)")
+            return
+        }
+        #expect(try stateFile.entries().count == 1)
+        // The daemon runs on; its guard adopts the debt and settles it after the first alert.
+        let next = makeGuard(control)
+        #expect(next.status().raised)
+        _ = next.begin()
+        next.end()
+        #expect(control.value.raw == [15])
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func aMuteOverriddenBeforeACrashIsMutedAgainAtStart() throws {
+        let control = FakeVolumeControl(raw: [80], switches: [false])
+        _ = makeGuard(control, policy: .override).begin()
+        #expect(control.value.switches == [true])
+        stateFile.restoreLeftovers { _ in control }
+        #expect(control.value.switches == [false])
+    }
+}
