@@ -1,0 +1,295 @@
+import AnnounceCore
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+@testable import AnnounceSound
+
+/// The libsndfile side for real: decoding files written by libsndfile and by sox, and loading voice packs
+/// (the default ones built by scripts/build-voice-pack.sh, and deliberately broken copies of them).
+struct SoundFileTests {
+    @Test func writesAndReadsBackTheSameSamples() throws {
+        let directory = try Paths.temporaryDirectory("snd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let samples: [Int16] = (0..<1600).map { Int16(truncatingIfNeeded: ($0 * 97) % 20000 - 10000) }
+        let path = "\(directory)/a.wav"
+        try SoundFile.writeWAV(path: path, samples: samples, sampleRate: 16000)
+        let audio = try SoundFile.read(path: path)
+        #expect(audio.sampleRate == 16000)
+        #expect(audio.channels == 1)
+        #expect(audio.frames == 1600)
+        let back = audio.samples.map(ClipProcessing.int16)
+        let worst = zip(back, samples).map { abs(Int32($0) - Int32($1)) }.max() ?? 0
+        #expect(worst <= 1, "samples differ by up to \(worst) after a WAV round trip")
+    }
+
+    @Test func readsFlacMadeBySox() async throws {
+        let directory = try Paths.temporaryDirectory("snd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = "\(directory)/tone.flac"
+        let made = try await run(
+            "/usr/bin/sox",
+            [
+                "-D", "-n", "-r", "22050", "-c", "1", "-b", "16", path, "synth", "0.5",
+                "sine", "440",
+            ])
+        #expect(made.status == 0, "\(made.stderr)")
+        let audio = try SoundFile.read(path: path)
+        #expect(audio.sampleRate == 22050)
+        #expect(audio.frames == 11025)
+        #expect(abs(ClipProcessing.peak(audio.samples) - 0.707) < 0.01, "sox synthesises a sine at -3 dBFS")
+    }
+
+    @Test func refusesWhatIsNotSound() throws {
+        let directory = try Paths.temporaryDirectory("snd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = "\(directory)/text.wav"
+        try Data("this is not a wav file".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: SndFileError.self) { try SoundFile.read(path: path) }
+        #expect(throws: SndFileError.self) { try SoundFile.read(path: "\(directory)/missing.wav") }
+    }
+}
+
+struct VoicePackLoaderTests {
+    @Test(arguments: ["zh", "en"])
+    func loadsTheDefaultPack(language: String) throws {
+        let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/\(language)")
+        #expect(pack.language == language)
+        #expect(pack.sampleRate == 16000)
+        #expect(pack.clips.count == pack.manifest.allFiles.count)
+        for (file, samples) in pack.clips {
+            let seconds = Double(samples.count) / Double(pack.sampleRate)
+            #expect(seconds > 0.05 && seconds < 3, "\(file) lasts \(seconds) s after trimming")
+            // Trimmed and faded: every clip starts and ends at (near) silence, so joins cannot click.
+            #expect(abs(samples.first ?? 1) < 0.01 && abs(samples.last ?? 1) < 0.01, "\(file) is not faded")
+        }
+    }
+
+    @Test func rendersOneHundredYuanAsTheSumOfItsClips() throws {
+        let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+        let announcement = try pack.composer.compose(amount: Amount(parsing: "100.00"))
+        #expect(announcement.text == "到账一百元")
+        let samples = try pack.render(announcement)
+        let clipFrames = announcement.files.reduce(0) { $0 + (pack.clips[$1]?.count ?? 0) }
+        let gap = pack.manifest.gapMs * pack.sampleRate / 1000
+        #expect(samples.count == clipFrames + gap * (announcement.files.count - 1))
+    }
+
+    /// A copy of the default zh pack to break in one way.
+    func brokenCopy(_ breakIt: (String, inout [String: Any]) throws -> Void) throws -> String {
+        try packCopy("zh", breakIt)
+    }
+
+    func refusal(_ directory: String) -> String {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            _ = try VoicePackLoader.load(directory: directory)
+            return "loaded"
+        } catch {
+            #expect(error.code == .badVoicePack)
+            return error.description
+        }
+    }
+
+    @Test func refusesAMissingClipNamingIt() throws {
+        let message = refusal(
+            try brokenCopy { directory, _ in
+                try FileManager.default.removeItem(atPath: "\(directory)/clips/bai.wav")
+            })
+        #expect(message.contains("clips/bai.wav") && message.contains("missing"), "\(message)")
+    }
+
+    @Test func refusesAnUnreadableClip() throws {
+        let message = refusal(
+            try brokenCopy { directory, _ in
+                try Data(repeating: 0x41, count: 100).write(to: URL(fileURLWithPath: "\(directory)/clips/qian.wav"))
+            })
+        #expect(message.contains("clips/qian.wav") && message.contains("cannot be decoded"), "\(message)")
+    }
+
+    @Test func refusesAStereoClip() async throws {
+        let stereo = try Paths.temporaryDirectory("stereo")
+        defer { try? FileManager.default.removeItem(atPath: stereo) }
+        let made = try await run(
+            "/usr/bin/sox",
+            [
+                "-D", "-n", "-r", "16000", "-c", "2", "-b", "16",
+                "\(stereo)/wan.wav", "synth", "0.3", "sine", "300",
+            ])
+        #expect(made.status == 0, "\(made)")
+        let message = refusal(
+            try brokenCopy { directory, _ in
+                try FileManager.default.removeItem(atPath: "\(directory)/clips/wan.wav")
+                try FileManager.default.copyItem(atPath: "\(stereo)/wan.wav", toPath: "\(directory)/clips/wan.wav")
+            })
+        #expect(message.contains("clips/wan.wav") && message.contains("2 channels"), "\(message)")
+    }
+
+    @Test func refusesAnEmptyClip() throws {
+        let message = refusal(
+            try brokenCopy { directory, _ in
+                try SoundFile.writeWAV(path: "\(directory)/clips/yuan.wav", samples: [], sampleRate: 16000)
+            })
+        #expect(message.contains("clips/yuan.wav") && message.contains("empty"), "\(message)")
+    }
+
+    @Test func refusesAPackWhoseReaderTokensHaveNoClip() throws {
+        let message = refusal(
+            try brokenCopy { _, manifest in
+                var clips = manifest["clips"] as! [String: String]
+                clips["亿"] = nil
+                manifest["clips"] = clips
+            })
+        #expect(message.contains("\"亿\""), "\(message)")
+    }
+}
+
+/// More ways a pack can be broken; each refusal names the clip (or field) and the problem.
+struct VoicePackRefusalTests {
+    func refusal(_ directory: String) -> String {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            _ = try VoicePackLoader.load(directory: directory)
+            return "loaded"
+        } catch {
+            #expect(error.code == .badVoicePack)
+            return error.description
+        }
+    }
+
+    @Test func refusesATooLongClip() throws {
+        let message = refusal(
+            try packCopy { directory, _ in
+                try SoundFile.write(
+                    path: "\(directory)/clips/dian.wav", samples: sine(300, amplitude: 0.5, seconds: 9, rate: 16000),
+                    sampleRate: 16000, format: .wav)
+            })
+        #expect(message.contains("clips/dian.wav") && message.contains("9.0 s long"), "\(message)")
+    }
+
+    @Test func refusesASilentClip() throws {
+        let message = refusal(
+            try packCopy { directory, _ in
+                try SoundFile.write(
+                    path: "\(directory)/clips/jiao.wav", samples: [Float](repeating: 0.001, count: 8000),
+                    sampleRate: 16000, format: .wav)
+            })
+        #expect(message.contains("clips/jiao.wav") && message.contains("silent"), "\(message)")
+    }
+
+    @Test func refusesAMissingChimeAndAChimeFileThatIsGone() throws {
+        let noChime = refusal(try packCopy { _, manifest in manifest["chime"] = nil })
+        #expect(noChime.contains("no chime"), "\(noChime)")
+        let gone = refusal(
+            try packCopy { directory, _ in
+                try FileManager.default.removeItem(atPath: "\(directory)/clips/chime.wav")
+            })
+        #expect(gone.contains("clips/chime.wav") && gone.contains("missing"), "\(gone)")
+    }
+
+    @Test func refusesAManifestThatIsNotJSONOrOutOfRange() throws {
+        let directory = try packCopy { _, _ in }
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: "\(directory)/manifest.json"))
+        #expect(refusal(directory).contains("manifest.json is not valid"))
+        let settings = refusal(
+            try packCopy { _, manifest in
+                manifest["processing"] = ["loudnessLufs": 3, "fadeMs": 500]
+                manifest["gapMs"] = -1
+            })
+        #expect(
+            settings.contains("loudnessLufs 3.0") && settings.contains("fadeMs 500") && settings.contains("gapMs -1"),
+            "\(settings)")
+        let template = refusal(
+            try packCopy { _, manifest in
+                var templates = manifest["templates"] as! [String: [String]]
+                templates["wechat"] = ["微信到账啦", "{amount}"]
+                manifest["templates"] = templates
+            })
+        #expect(template.contains("template \"wechat\" uses token \"微信到账啦\" that has no clip"), "\(template)")
+    }
+
+    @Test func promptsWithoutClipsLoadWithAWarning() throws {
+        let directory = try packCopy { _, manifest in
+            var prompts = manifest["prompts"] as! [String: [String]]
+            prompts["door-open"] = ["门开了"]
+            manifest["prompts"] = prompts
+        }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let pack = try VoicePackLoader.load(directory: directory)
+        #expect(pack.warnings == ["prompt \"door-open\" uses token \"门开了\" that has no clip"])
+        let announcement = try pack.composer.compose(prompt: "door-open")
+        #expect(throws: AnnounceError.self) { try pack.render(announcement) }
+        #expect(!(try pack.renderChime()).isEmpty)
+    }
+
+    @Test func aLibraryWithABrokenPackIsRefusedNamingIt() throws {
+        let library = try Paths.temporaryDirectory("lib")
+        defer { try? FileManager.default.removeItem(atPath: library) }
+        let broken = try packCopy("en") { directory, _ in
+            try FileManager.default.removeItem(atPath: "\(directory)/clips/seven.wav")
+        }
+        try FileManager.default.moveItem(atPath: broken, toPath: "\(library)/en")
+        try FileManager.default.copyItem(atPath: "\(Paths.voices)/zh", toPath: "\(library)/zh")
+        do {
+            _ = try VoicePackLoader.loadLibrary(directory: library)
+            Issue.record("loaded a library with a broken pack")
+        } catch {
+            #expect(error.code == .badVoicePack)
+            #expect(error.message.contains("clips/seven.wav"), "\(error)")
+        }
+        let empty = try Paths.temporaryDirectory("empty")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        #expect(throws: AnnounceError.self) { try VoicePackLoader.loadLibrary(directory: empty) }
+    }
+}
+
+/// The project's own pack builder (scripts/build-voice-pack.sh), run for real.
+@Suite(.serialized)
+struct VoicePackBuilderTests {
+    /// Every file of a folder, relative path → bytes.
+    func contents(_ directory: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: directory)
+        while let relative = enumerator?.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            let path = "\(directory)/\(relative)"
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                files[relative] = try Data(contentsOf: URL(fileURLWithPath: path))
+            }
+        }
+        return files
+    }
+
+    @Test("two builds are byte-identical", arguments: ["zh", "en"])
+    func buildsAreReproducible(language: String) async throws {
+        let directory = try Paths.temporaryDirectory("build")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        async let first = run(
+            "\(Paths.root)/scripts/build-voice-pack.sh", ["--lang", language, "--out", "\(directory)/a"])
+        async let second = run(
+            "\(Paths.root)/scripts/build-voice-pack.sh", ["--lang", language, "--out", "\(directory)/b"])
+        let results = try await [first, second]
+        for result in results { #expect(result.status == 0, "\(result)") }
+        let a = try contents("\(directory)/a")
+        let b = try contents("\(directory)/b")
+        #expect(a.count > 20, "\(a.keys.sorted())")
+        #expect(a.keys.sorted() == b.keys.sorted())
+        for (file, bytes) in a { #expect(b[file] == bytes, "\(file) differs between two builds") }
+        // And the fresh build is a pack that loads, speaks every prompt it defines and has no warnings.
+        let pack = try VoicePackLoader.load(directory: "\(directory)/a")
+        #expect(pack.warnings.isEmpty, "\(pack.warnings)")
+        for name in (pack.manifest.prompts ?? [:]).keys.sorted() {
+            #expect(!(try pack.render(pack.composer.compose(prompt: name))).isEmpty, "\(name)")
+        }
+        for name in ["network-lost", "network-restored", "server-connected", "low-battery", "volume-5", "volume-max"] {
+            #expect(pack.manifest.prompts?[name] != nil, "the default \(language) pack has no prompt \(name)")
+        }
+    }
+
+    @Test func refusesAnUnknownLanguage() async throws {
+        let result = try await run(
+            "\(Paths.root)/scripts/build-voice-pack.sh", ["--lang", "fr", "--out", "/tmp/never"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("no recipe for language \"fr\""))
+    }
+}
