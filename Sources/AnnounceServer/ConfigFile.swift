@@ -1,0 +1,268 @@
+import AnnounceCore
+import Foundation
+import TOMLKit
+
+/// Reads `announced.toml` (TOML, through TOMLKit) onto a configuration. Every key is checked: an unknown key
+/// (a typo) or a value of the wrong kind is an error naming the key, never silently ignored.
+public enum ConfigFile {
+    /// Applies the file at `path` to `configuration`. A missing file is an error only if `required`.
+    public static func load(
+        path: String, required: Bool, onto configuration: DaemonConfiguration
+    ) throws(AnnounceError) -> DaemonConfiguration {
+        guard FileManager.default.fileExists(atPath: path) else {
+            if required { throw AnnounceError(.badRequest, "config file \(path) does not exist") }
+            return configuration
+        }
+        guard let data = FileManager.default.contents(atPath: path),
+            let text = String(data: data, encoding: .utf8)
+        else { throw AnnounceError(.badRequest, "config file \(path) cannot be read as UTF-8 text") }
+        return try apply(text, source: path, onto: configuration)
+    }
+
+    /// Applies TOML `text` to `configuration`.
+    public static func apply(
+        _ text: String, source: String = "config", onto configuration: DaemonConfiguration
+    ) throws(AnnounceError) -> DaemonConfiguration {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw AnnounceError(
+                .badRequest,
+                "\(source): line \(error.source.begin.line), column \(error.source.begin.column): "
+                    + error.description)
+        } catch {
+            throw AnnounceError(.badRequest, "\(source): not valid TOML", cause: "\(error)")
+        }
+        var reader = Reader(source: source, configuration: configuration)
+        reader.read(table)
+        if !reader.problems.isEmpty {
+            throw AnnounceError(.badRequest, reader.problems.joined(separator: "\n"))
+        }
+        return reader.configuration
+    }
+
+    private struct Reader {
+        let source: String
+        var configuration: DaemonConfiguration
+        var problems: [String] = []
+
+        init(source: String, configuration: DaemonConfiguration) {
+            self.source = source
+            self.configuration = configuration
+        }
+
+        mutating func problem(_ key: String, _ message: String) { problems.append("\(source): \(key): \(message)") }
+
+        mutating func read(_ table: TOMLTable) {
+            for key in table.keys {
+                guard let value = table[key] else { continue }
+                switch key {
+                case "socket": string(key, value) { $0.socketPath = $1 }
+                case "socket_mode":
+                    // "0660" (a string of octal digits) or 0o660 (a TOML octal integer).
+                    let mode =
+                        value.string.flatMap { UInt32($0, radix: 8) } ?? value.int.flatMap { UInt32(exactly: $0) }
+                    if let mode, mode <= 0o777 {
+                        configuration.socketMode = mode
+                    } else {
+                        problem(key, "must be an octal mode such as \"0660\" or 0o660")
+                    }
+                case "socket_group": string(key, value) { $0.socketGroup = $1.isEmpty ? nil : $1 }
+                case "device": string(key, value) { $0.device = $1 }
+                case "state_dir": string(key, value) { $0.stateDirectory = $1 }
+                case "voices": string(key, value) { $0.voicesDirectory = $1 }
+                case "lang": string(key, value) { $0.language = $1 }
+                case "log_level": string(key, value) { $0.logLevel = $1 }
+                case "queue": section(key, value) { reader, key, value in reader.queue(key, value) }
+                case "audio": section(key, value) { reader, key, value in reader.audio(key, value) }
+                case "access": section(key, value) { reader, key, value in reader.access(key, value) }
+                case "limits": section(key, value) { reader, key, value in reader.limits(key, value) }
+                default: problem(key, "unknown key")
+                }
+            }
+        }
+
+        mutating func queue(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "capacity": int(key, value) { $0.queueCapacity = $1 }
+            case "payment_ttl": duration(key, value) { $0.paymentTTLSeconds = $1 }
+            case "urgent_ttl": duration(key, value) { $0.urgentTTLSeconds = $1 }
+            case "status_ttl": duration(key, value) { $0.statusTTLSeconds = $1 }
+            case "dedup_window": duration(key, value) { $0.dedupWindowSeconds = $1 }
+            case "history_retention": duration(key, value) { $0.historyRetentionSeconds = $1 }
+            default: problem("queue.\(key)", "unknown key")
+            }
+        }
+
+        mutating func audio(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "period_us": int(key, value) { $0.periodMicroseconds = $1 }
+            case "periods": int(key, value) { $0.periods = $1 }
+            case "lead_in_ms": int(key, value) { $0.leadInMs = $1 }
+            case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
+            case "volume_threshold": threshold(key, value)
+            case "stall_limit": duration(key, value) { $0.audioStallLimitSeconds = $1 }
+            case "mixer":
+                if value.string == "none" {
+                    configuration.audio.mixer = nil
+                } else {
+                    element("audio.\(key)", value) { $0.audio.mixer = $1 }
+                }
+            case "mute_policy":
+                string(key, value) { configuration, text in
+                    if let policy = MutePolicy(rawValue: text) { configuration.audio.mutePolicy = policy }
+                }
+                if let text = value.string, MutePolicy(rawValue: text) == nil {
+                    problem("audio.\(key)", "must be \"respect\" or \"override\"")
+                }
+            case "duck_controls":
+                guard let array = value.array else {
+                    return problem("audio.\(key)", "must be an array of \"CTL/ELEMENT\" strings")
+                }
+                var controls: [MixerElementAddress] = []
+                for item in array { element("audio.\(key)", item) { _, address in controls.append(address) } }
+                configuration.audio.duckControls = controls
+            case "duck_db":
+                if let number = value.double ?? value.int.map(Double.init) {
+                    configuration.audio.duckDecibels = abs(number)
+                } else {
+                    problem("audio.\(key)", "must be a number of dB")
+                }
+            case "duck_ramp_ms": int(key, value) { $0.audio.duckRampMs = $1 }
+            case "thread_nice": int(key, value) { $0.audio.threadNice = $1 }
+            case "device_retry_max": duration(key, value) { $0.audio.recovery.maximumBackoffMs = Int($1 * 1000) }
+            case "device_give_up": duration(key, value) { $0.audio.recovery.giveUpAfterMs = Int($1 * 1000) }
+            default: problem("audio.\(key)", "unknown key")
+            }
+        }
+
+        mutating func access(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "control_users": names(key, value) { $0.controlUsers = $1 }
+            case "control_groups": names(key, value) { $0.controlGroups = $1 }
+            case "read_users": names(key, value) { $0.readUsers = $1 }
+            case "read_groups": names(key, value) { $0.readGroups = $1 }
+            case "read_anyone": bool(key, value) { $0.readAnyone = $1 }
+            default: problem("access.\(key)", "unknown key")
+            }
+        }
+
+        mutating func limits(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "max_request_bytes": int(key, value) { $0.maxRequestBytes = $1 }
+            case "max_clients": int(key, value) { $0.maxClients = $1 }
+            case "idle_timeout": duration(key, value) { $0.idleTimeoutSeconds = $1 }
+            case "request_timeout": duration(key, value) { $0.requestTimeoutSeconds = $1 }
+            case "write_timeout": duration(key, value) { $0.writeTimeoutSeconds = $1 }
+            case "shutdown_timeout": duration(key, value) { $0.shutdownTimeoutSeconds = $1 }
+            default: problem("limits.\(key)", "unknown key")
+            }
+        }
+
+        // MARK: Typed values
+
+        mutating func section(
+            _ key: String, _ value: any TOMLValueConvertible,
+            _ each: (inout Reader, String, any TOMLValueConvertible) -> Void
+        ) {
+            guard let table = value.table else { return problem(key, "must be a table ([\(key)])") }
+            for inner in table.keys {
+                guard let innerValue = table[inner] else { continue }
+                each(&self, inner, innerValue)
+            }
+        }
+
+        mutating func string(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, String) -> Void
+        ) {
+            guard let text = value.string else { return problem(key, "must be a string") }
+            set(&configuration, text)
+        }
+
+        mutating func int(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Int) -> Void
+        ) {
+            guard let number = value.int else { return problem(key, "must be an integer") }
+            set(&configuration, number)
+        }
+
+        mutating func bool(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Bool) -> Void
+        ) {
+            guard let flag = value.bool else { return problem(key, "must be true or false") }
+            set(&configuration, flag)
+        }
+
+        /// Seconds as a number, or a string with a unit ("500ms", "90s", "10m", "24h", "7d").
+        mutating func duration(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Double) -> Void
+        ) {
+            let seconds: Double?
+            if let number = value.int {
+                seconds = number >= 0 ? Double(number) : nil
+            } else if let number = value.double {
+                seconds = number >= 0 && number.isFinite ? number : nil
+            } else if let text = value.string {
+                seconds = Duration.parseSeconds(text)
+            } else {
+                seconds = nil
+            }
+            guard let seconds else {
+                return problem(key, "must be a duration: seconds, or a string such as \"500ms\", \"90s\", \"24h\"")
+            }
+            set(&configuration, seconds)
+        }
+
+        /// `volume_threshold`: a percentage (`60`, `"60%"`) or decibels (`"-20dB"`).
+        mutating func threshold(_ key: String, _ value: any TOMLValueConvertible) {
+            let level: VolumeLevel?
+            if let number = value.int {
+                level = .percent(Double(number))
+            } else if let text = value.string {
+                level = try? VolumeLevel(parsing: text)
+            } else {
+                level = nil
+            }
+            switch level {
+            case let .percent(percent)? where percent == percent.rounded():
+                configuration.volumeThreshold = Int(percent)
+                configuration.audio.volumeThresholdDecibels = nil
+            case let .decibels(decibels)?:
+                configuration.volumeThreshold = nil
+                configuration.audio.volumeThresholdDecibels = decibels
+            default:
+                problem("audio.\(key)", "must be a whole percentage (60, \"60%\") or decibels (\"-20dB\")")
+            }
+        }
+
+        /// A mixer element, `"CTL/ELEMENT"` or `"CTL/ELEMENT,INDEX"` (`"hw:0/Master"`, `"pulse:music/Master"`).
+        mutating func element(
+            _ key: String, _ value: any TOMLValueConvertible,
+            _ set: (inout DaemonConfiguration, MixerElementAddress) -> Void
+        ) {
+            guard let text = value.string, let address = try? MixerElementAddress(parsing: text) else {
+                return problem(key, "must be a mixer element \"CTL/ELEMENT\" such as \"hw:0/Master\"")
+            }
+            set(&configuration, address)
+        }
+
+        /// User or group names or numbers: an array of strings and integers.
+        mutating func names(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, [String]) -> Void
+        ) {
+            guard let array = value.array else { return problem(key, "must be an array of names or numbers") }
+            var names: [String] = []
+            for element in array {
+                if let text = element.string, !text.isEmpty {
+                    names.append(text)
+                } else if let number = element.int, number >= 0 {
+                    names.append(String(number))
+                } else {
+                    return problem(key, "must be an array of names or numbers")
+                }
+            }
+            set(&configuration, names)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import AnnounceCore
+import AnnounceSound
+import Foundation
+import Logging
+
+/// Housekeeping, configuration reload (SIGHUP) and graceful stop (SIGTERM).
+extension Daemon {
+    /// Forgets history and order ids older than their retention (hourly).
+    public func housekeeping() {
+        let current = live.withLock { $0.configuration }
+        let nowMs = WallClock.nowMs
+        let windowMs = Int64(current.dedupWindowSeconds * 1000)
+        let keepMs = Int64(max(current.historyRetentionSeconds, current.dedupWindowSeconds) * 1000)
+        dedup.withLock { _ = $0.expire(nowMs: nowMs) }
+        do {
+            let purged = try journal.purge(jobsBeforeMs: nowMs - keepMs, ordersBeforeMs: nowMs - windowMs)
+            logger.debug("housekeeping", metadata: ["jobs": "\(purged.jobs)", "orders": "\(purged.orders)"])
+        } catch {
+            logger.error("housekeeping failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Applies a new configuration (SIGHUP): voice packs, access lists, queue bound, ttls, window, limits, log
+    /// level take effect at once; the queue is kept (queued jobs keep the pack they were composed with).
+    /// Settings that need a restart are reported and left as they are. On any error nothing changes.
+    @discardableResult
+    public func reload(_ new: DaemonConfiguration) throws(AnnounceError) -> [String] {
+        let problems = new.problems()
+        guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
+        let policy = try AccessPolicy(configuration: new)
+        let voices = try VoicePackLoader.loadLibrary(directory: new.voicesDirectory, defaultLanguage: new.language)
+        var needRestart: [String] = []
+        let old = configuration
+        if new.socketPath != old.socketPath { needRestart.append("socket") }
+        if new.socketMode != old.socketMode || new.socketGroup != old.socketGroup {
+            needRestart.append("socket_mode/socket_group")
+        }
+        if new.device != old.device { needRestart.append("device") }
+        if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
+        if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
+            || new.leadInMs != old.leadInMs || new.keepDeviceOpen != old.keepDeviceOpen
+        {
+            needRestart.append("audio.period_us/periods/lead_in_ms/keep_open")
+        }
+        var newAudio = new.audio
+        newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels
+        if newAudio != old.audio { needRestart.append("audio.mixer/mute_policy/duck_*/device_*") }
+        var effective = new
+        // What needs a restart stays as the daemon started.
+        effective.socketPath = old.socketPath
+        effective.socketMode = old.socketMode
+        effective.socketGroup = old.socketGroup
+        effective.device = old.device
+        effective.stateDirectory = old.stateDirectory
+        effective.audio = old.audio
+        effective.audio.volumeThresholdDecibels = new.audio.volumeThresholdDecibels
+        live.withLock {
+            $0.configuration = effective
+            $0.policy = policy
+            $0.voices = voices
+        }
+        queue.capacity = new.queueCapacity
+        let override = live.withLock { $0.thresholdOverride }
+        volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
+        dedup.withLock { $0.windowMs = Int64(new.dedupWindowSeconds * 1000) }
+        player.replacePack(voices.defaultPack)
+        if let level = Logger.Level(rawValue: new.logLevel) { DaemonLogHandler.level = level }
+        logger.notice(
+            "configuration reloaded",
+            metadata: [
+                "voices": "\(voices.languages.sorted().joined(separator: ","))",
+                "capacity": "\(new.queueCapacity)", "queued": "\(queue.count)",
+                "restart_needed_for": "\(needRestart.joined(separator: ","))",
+            ])
+        return needRestart
+    }
+
+    /// Graceful stop (SIGTERM): refuses new jobs, lets the job playing finish (cut after `shutdown_timeout`),
+    /// keeps every waiting job queued in the journal for the next start, and waits for the journal.
+    public func stop() async {
+        let waiting = await onAcceptor { () -> [Job] in
+            self.stopping.store(true, ordering: .releasing)
+            return self.queue.closeNow()
+        }
+        logger.notice(
+            "stopping: finishing the announcement playing; waiting jobs stay in the journal",
+            metadata: ["waiting": "\(waiting.count)", "playing": "\(player.playingJobID.map(String.init) ?? "none")"])
+        let timeout = live.withLock { $0.configuration.shutdownTimeoutSeconds }
+        let player = self.player
+        let cutter = Task {
+            try await Task.sleep(for: .seconds(timeout))
+            if let playing = player.playingJobID {
+                cutByShutdown.withLock { _ = $0.insert(playing) }
+                if player.cancelCurrent(id: playing) {
+                    logger.warning("shutdown: cutting the announcement playing", metadata: ["job.id": "\(playing)"])
+                }
+            }
+        }
+        if playerStarted.load(ordering: .acquiring) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    player.join()
+                    continuation.resume()
+                }
+            }
+        }
+        cutter.cancel()
+        journal.flush()
+        book.releaseWaiters()
+    }
+}

@@ -1,0 +1,317 @@
+import AnnounceCore
+import Foundation
+
+/// Everything the daemon needs to start. Built from the defaults, then the config file, then flags (flags
+/// win). Documented key by key in docs/configuration.md.
+public struct DaemonConfiguration: Sendable, Equatable {
+    // Where
+    /// Unix socket path the daemon listens on.
+    public var socketPath: String
+    /// Socket file permissions. Anyone who can connect may use the `read` operations if `readAnyone`;
+    /// `control` operations are checked against the peer's credentials whatever the mode.
+    public var socketMode: UInt32 = 0o666
+    /// Group owning the socket file (name or number), or nil: the daemon's own group.
+    public var socketGroup: String?
+    /// ALSA PCM name to play on. ALSA's own `null` device discards the sound at once (a dry run).
+    public var device = "default"
+    /// Folder for the journal and other state.
+    public var stateDirectory: String
+    /// Folder holding voice packs (one sub-folder each) or a voice pack itself.
+    public var voicesDirectory: String
+    /// Language of the voice pack used when a request names none ("zh", "en", …).
+    public var language = "zh"
+    public var logLevel = "info"
+
+    // Queue
+    /// Most urgent + payment jobs waiting at once; more are refused with `queue_full`.
+    public var queueCapacity = 64
+    /// Default ttl per priority class, seconds; 0: none. A request's `ttl` overrides it.
+    public var paymentTTLSeconds: Double = 0
+    public var urgentTTLSeconds: Double = 0
+    public var statusTTLSeconds: Double = 60
+    /// How long an order id is remembered for de-duplication, seconds.
+    public var dedupWindowSeconds: Double = 24 * 3600
+    /// How long finished jobs stay in the journal for `history`/`replay`, seconds.
+    public var historyRetentionSeconds: Double = 30 * 24 * 3600
+
+    // Audio
+    /// ALSA period time wanted, microseconds.
+    public var periodMicroseconds = 10_000
+    /// ALSA periods per buffer wanted. Playback starts once one period is written (the first sample leaves within a
+    /// period), so a long buffer costs no latency; it is headroom for an audio thread that a loaded CPU holds up
+    /// (docs/audio.md: 10 ms × 4 underran on a loaded 2-core machine, 10 ms × 16 did not).
+    public var periods = 16
+    /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
+    public var leadInMs = 0
+    /// Keep the PCM open between bursts.
+    public var keepDeviceOpen = false
+    /// The volume (percent) an announcement is raised to if the mixer is lower; nil: never raised.
+    /// A `volume` request may override it at run time (kept in the journal). `audio.volumeThresholdDecibels`
+    /// gives it in dB instead.
+    public var volumeThreshold: Int?
+    /// Mixer element, mute policy, ducking, device recovery (the audio engine's own settings).
+    public var audio = AudioConfiguration()
+    /// Under a systemd watchdog (`WatchdogSec=`): the audio thread counts as hung when one job plays, or jobs
+    /// wait unplayed, this long, and the watchdog pings stop. Longer than any announcement. Seconds.
+    public var audioStallLimitSeconds: Double = 30
+
+    // Access (peer credentials from SO_PEERCRED)
+    /// Users and groups (names or numbers) allowed `control` operations (say, prompt, cancel, replay, volume
+    /// set). Root and the daemon's own user always are.
+    public var controlUsers: [String] = []
+    public var controlGroups: [String] = []
+    /// Users and groups allowed `read` operations (status, queue, history, volume get, ping, metrics), in
+    /// addition to everyone with `control`; or anyone who can connect when `readAnyone`.
+    public var readUsers: [String] = []
+    public var readGroups: [String] = []
+    public var readAnyone = true
+
+    // Limits
+    /// Longest request line, bytes.
+    public var maxRequestBytes = ProtocolVersion.maximumLineLength
+    /// Most connections at once; more are answered `busy` and closed.
+    public var maxClients = 64
+    /// A connection with no request in progress and nothing received for this long is closed, seconds.
+    public var idleTimeoutSeconds: Double = 300
+    /// A request line must be complete this long after its first byte arrived, seconds.
+    public var requestTimeoutSeconds: Double = 10
+    /// A client that does not read its replies for this long is disconnected, seconds.
+    public var writeTimeoutSeconds: Double = 10
+    /// SIGTERM waits this long for the announcement playing to finish before cutting it, seconds.
+    public var shutdownTimeoutSeconds: Double = 10
+
+    public init(socketPath: String, stateDirectory: String, voicesDirectory: String) {
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+        self.voicesDirectory = voicesDirectory
+    }
+
+    /// The default config file.
+    public static let defaultConfigFile = "/etc/announce/announced.toml"
+
+    /// The default socket path: `/run/announce/announce.sock` for root, `$XDG_RUNTIME_DIR/announce.sock` otherwise.
+    public static func defaultSocketPath(isRoot: Bool, runtimeDirectory: String?) -> String {
+        if isRoot { return "/run/announce/announce.sock" }
+        return "\(runtimeDirectory ?? "/tmp")/announce.sock"
+    }
+
+    /// The defaults for this process: paths differ for root and for a user.
+    public static func defaults(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    )
+        -> DaemonConfiguration
+    {
+        let isRoot = getuid() == 0
+        return DaemonConfiguration(
+            socketPath: defaultSocketPath(isRoot: isRoot, runtimeDirectory: environment["XDG_RUNTIME_DIR"]),
+            stateDirectory: isRoot ? "/var/lib/announce" : "\(environment["HOME"] ?? "/tmp")/.local/state/announce",
+            voicesDirectory: "/usr/share/announce/voices")
+    }
+
+    /// The journal file inside the state folder.
+    public var journalPath: String { (stateDirectory as NSString).appendingPathComponent("journal.sqlite") }
+
+    /// Checks values that do not depend on the system (ranges, formats). Returns every problem found.
+    public func problems() -> [String] {
+        var problems: [String] = []
+        func check(_ condition: Bool, _ problem: String) { if !condition { problems.append(problem) } }
+        check(!socketPath.isEmpty && socketPath.utf8.count < 108, "socket: the path must be 1…107 bytes")
+        check(socketMode <= 0o777, "socket_mode: must be an octal mode such as \"0660\"")
+        check(!device.isEmpty, "device: must not be empty")
+        check(queueCapacity >= 1 && queueCapacity <= 100_000, "queue.capacity: must be 1…100000")
+        for (name, value) in [
+            ("queue.payment_ttl", paymentTTLSeconds), ("queue.urgent_ttl", urgentTTLSeconds),
+            ("queue.status_ttl", statusTTLSeconds),
+        ] {
+            check(value >= 0 && value <= JobRequest.maximumTTLSeconds, "\(name): must be 0 (none) … 7 days")
+        }
+        check(dedupWindowSeconds >= 0, "queue.dedup_window: must not be negative")
+        check(historyRetentionSeconds >= 0, "queue.history_retention: must not be negative")
+        check((1_000...500_000).contains(periodMicroseconds), "audio.period_us: must be 1000…500000")
+        check((2...64).contains(periods), "audio.periods: must be 2…64")
+        check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
+        if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
+        problems += audio.problems(percentThreshold: volumeThreshold)
+        check(audioStallLimitSeconds > 0 && audioStallLimitSeconds <= 3600,
+              "audio.stall_limit: must be more than 0 and at most an hour")
+        check(
+            (256...(1 << 20)).contains(maxRequestBytes), "limits.max_request_bytes: must be 256…1048576")
+        check((1...10_000).contains(maxClients), "limits.max_clients: must be 1…10000")
+        for (name, value) in [
+            ("limits.idle_timeout", idleTimeoutSeconds), ("limits.request_timeout", requestTimeoutSeconds),
+            ("limits.write_timeout", writeTimeoutSeconds), ("limits.shutdown_timeout", shutdownTimeoutSeconds),
+        ] {
+            check(value > 0 && value <= 86_400, "\(name): must be more than 0 and at most a day")
+        }
+        check(
+            ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel),
+            "log_level: must be trace, debug, info, notice, warning, error or critical")
+        return problems
+    }
+
+    /// Default ttl of a priority class, milliseconds (nil: none).
+    public func defaultTTLMs(for priority: JobPriority) -> Int64? {
+        let seconds: Double
+        switch priority {
+        case .urgent: seconds = urgentTTLSeconds
+        case .payment: seconds = paymentTTLSeconds
+        case .status: seconds = statusTTLSeconds
+        }
+        return seconds > 0 ? Int64(seconds * 1000) : nil
+    }
+
+    /// The effective configuration as TOML-like lines (`announced --check-config`).
+    public var summary: String {
+        func list(_ values: [String]) -> String { "[" + values.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+        return """
+            socket = "\(socketPath)"
+            socket_mode = "\(String(socketMode, radix: 8))"
+            socket_group = \(socketGroup.map { "\"\($0)\"" } ?? "(the daemon's)")
+            device = "\(device)"
+            state_dir = "\(stateDirectory)"
+            voices = "\(voicesDirectory)"
+            lang = "\(language)"
+            log_level = "\(logLevel)"
+            [queue]
+            capacity = \(queueCapacity)
+            payment_ttl = \(Duration.describe(paymentTTLSeconds))
+            urgent_ttl = \(Duration.describe(urgentTTLSeconds))
+            status_ttl = \(Duration.describe(statusTTLSeconds))
+            dedup_window = \(Duration.describe(dedupWindowSeconds))
+            history_retention = \(Duration.describe(historyRetentionSeconds))
+            [audio]
+            period_us = \(periodMicroseconds)
+            periods = \(periods)
+            lead_in_ms = \(leadInMs)
+            keep_open = \(keepDeviceOpen)
+            volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
+            \(audio.summary)
+            stall_limit = \(Duration.describe(audioStallLimitSeconds))
+            [access]
+            control_users = \(list(controlUsers)) (and root, and the daemon's own user)
+            control_groups = \(list(controlGroups))
+            read_users = \(list(readUsers))
+            read_groups = \(list(readGroups))
+            read_anyone = \(readAnyone)
+            [limits]
+            max_request_bytes = \(maxRequestBytes)
+            max_clients = \(maxClients)
+            idle_timeout = \(Duration.describe(idleTimeoutSeconds))
+            request_timeout = \(Duration.describe(requestTimeoutSeconds))
+            write_timeout = \(Duration.describe(writeTimeoutSeconds))
+            shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
+            """
+    }
+}
+
+extension Duration {
+    /// Parses a duration: a number of seconds (`90`, `0.5`) or a number with a unit (`500ms`, `90s`, `10m`,
+    /// `24h`, `7d`). Returns seconds, or nil if the text is not one.
+    public static func parseSeconds(_ text: String) -> Double? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
+            // "ms" is tried before "s" and "m"; a bare "m"/"s" suffix on "…ms" never gets here.
+            guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
+            return value * factor
+        }
+        guard let value = Double(trimmed), value.isFinite, value >= 0 else { return nil }
+        return value
+    }
+
+    /// Seconds written back the short way: `0`, `90s`, `10m`, `24h`, `7d`, `0.5s`.
+    public static func describe(_ seconds: Double) -> String {
+        if seconds == 0 { return "0" }
+        for (suffix, factor) in [("d", 86_400.0), ("h", 3600.0), ("m", 60.0)]
+        where seconds >= factor && seconds.truncatingRemainder(dividingBy: factor) == 0 {
+            return "\"\(Int(seconds / factor))\(suffix)\""
+        }
+        if seconds.rounded() == seconds { return "\"\(Int(seconds))s\"" }
+        return "\"\(Int((seconds * 1000).rounded()))ms\""
+    }
+}
+
+/// Command-line settings, applied over the config file (flags win). Nil: not given.
+public struct ConfigurationOverrides: Sendable {
+    public var socketPath: String?
+    public var socketMode: UInt32?
+    public var socketGroup: String?
+    public var device: String?
+    public var stateDirectory: String?
+    public var voicesDirectory: String?
+    public var language: String?
+    public var logLevel: String?
+    public var queueCapacity: Int?
+    public var paymentTTLSeconds: Double?
+    public var statusTTLSeconds: Double?
+    public var dedupWindowSeconds: Double?
+    public var periodMicroseconds: Int?
+    public var periods: Int?
+    public var leadInMs: Int?
+    public var keepDeviceOpen: Bool?
+    public var audioStallLimitSeconds: Double?
+    public var maxClients: Int?
+    public var idleTimeoutSeconds: Double?
+    public var requestTimeoutSeconds: Double?
+    public var shutdownTimeoutSeconds: Double?
+    /// `--volume-threshold`: a percentage replaces the configured threshold (dB or percent), and so does a dB value.
+    public var volumeThreshold: VolumeLevel?
+    /// The other audio flags.
+    public var audio = AudioOverrides()
+
+    public init() {}
+
+    public func apply(to configuration: inout DaemonConfiguration) {
+        func set<T>(_ value: T?, _ keyPath: WritableKeyPath<DaemonConfiguration, T>) {
+            if let value { configuration[keyPath: keyPath] = value }
+        }
+        set(socketPath, \.socketPath)
+        set(socketMode, \.socketMode)
+        if let socketGroup { configuration.socketGroup = socketGroup.isEmpty ? nil : socketGroup }
+        set(device, \.device)
+        set(stateDirectory, \.stateDirectory)
+        set(voicesDirectory, \.voicesDirectory)
+        set(language, \.language)
+        set(logLevel, \.logLevel)
+        set(queueCapacity, \.queueCapacity)
+        set(paymentTTLSeconds, \.paymentTTLSeconds)
+        set(statusTTLSeconds, \.statusTTLSeconds)
+        set(dedupWindowSeconds, \.dedupWindowSeconds)
+        set(periodMicroseconds, \.periodMicroseconds)
+        set(periods, \.periods)
+        set(leadInMs, \.leadInMs)
+        set(keepDeviceOpen, \.keepDeviceOpen)
+        set(audioStallLimitSeconds, \.audioStallLimitSeconds)
+        set(maxClients, \.maxClients)
+        set(idleTimeoutSeconds, \.idleTimeoutSeconds)
+        set(requestTimeoutSeconds, \.requestTimeoutSeconds)
+        set(shutdownTimeoutSeconds, \.shutdownTimeoutSeconds)
+        switch volumeThreshold {
+        case let .percent(value)?:
+            configuration.volumeThreshold = Int(value.rounded())
+            configuration.audio.volumeThresholdDecibels = nil
+        case let .decibels(value)?:
+            configuration.volumeThreshold = nil
+            configuration.audio.volumeThresholdDecibels = value
+        case nil:
+            break
+        }
+        audio.apply(to: &configuration.audio)
+    }
+}
+
+extension DaemonConfiguration {
+    /// Defaults, then the config file (`path`, or the default file if it exists), then `overrides`; checked.
+    public static func resolve(
+        configFile path: String?, overrides: ConfigurationOverrides,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(AnnounceError) -> DaemonConfiguration {
+        var configuration = try ConfigFile.load(
+            path: path ?? defaultConfigFile, required: path != nil, onto: defaults(environment: environment))
+        overrides.apply(to: &configuration)
+        let problems = configuration.problems()
+        guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
+        return configuration
+    }
+}

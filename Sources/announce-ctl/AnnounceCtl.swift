@@ -1,0 +1,157 @@
+import AnnounceClient
+import AnnounceCore
+import AnnounceSound
+import ArgumentParser
+import Foundation
+
+@main
+struct AnnounceCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "announce-ctl",
+        abstract: "Control the payment announcer daemon (announced), or compose announcements offline.",
+        discussion: """
+            Commands talking to the daemon:
+              say [options] AMOUNT      announce a payment: say -w 100.00
+              prompt [options] NAME     play a status prompt: prompt network-lost
+              text [options] TEXT       speak free text: text "请稍候"
+              status                    daemon, queue, voices, journal, audio
+              queue                     the job playing and the jobs waiting
+              cancel ID... | --all      stop jobs, waiting or playing
+              replay [ID]               say the last payment (or job ID) again
+              history [-n N]            recent announcements, newest first
+              volume [PERCENT|--reset]  show or set the alert volume threshold
+              ping                      is the daemon there
+              metrics                   counters in the Prometheus text format
+            Commands without a daemon:
+              words AMOUNT...           the sentence for each amount
+              render --output FILE AMOUNT  the samples, as a WAV file
+
+            Every daemon command takes -s/--socket PATH and -j/--json (the daemon's replies, one JSON object \
+            per line). The socket is --socket, else $ANNOUNCE_SOCKET, else /run/announce/announce.sock for root; \
+            other users get $XDG_RUNTIME_DIR/announce.sock if their own daemon runs there, else the system one.
+
+            Exit status: 0 success; 2 invalid input (an amount that cannot be read, an unknown channel, \
+            language, prompt or job); 3 refused by the daemon (queue_full, duplicate, unauthorized, \
+            shutting_down, busy …); 4 the daemon cannot be reached; 5 an announcement waited for (-w) did not \
+            play (failed, expired, cancelled); 1 any other failure; 64 usage error.
+            """,
+        subcommands: [
+            Say.self, Prompt.self, SayText.self, Status.self, QueueCommand.self, Cancel.self, Replay.self, History.self,
+            Volume.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
+        ]
+    )
+}
+
+/// Exit statuses, documented in the command's help and in README.md.
+enum Exit {
+    static let failure = ExitCode(1)
+    static let invalidInput = ExitCode(2)
+    static let refused = ExitCode(3)
+    static let unreachable = ExitCode(4)
+    static let notPlayed = ExitCode(5)
+
+    /// Error codes that mean "what you asked for is wrong"; every other refusal is the daemon saying no.
+    static let invalidCodes: Set<AnnounceError.Code> = [
+        .invalidAmount, .badRequest, .unknownChannel, .unknownLanguage, .notFound, .missingClip,
+    ]
+
+    static func forError(code: String) -> ExitCode {
+        let code = AnnounceError.Code(rawValue: code)
+        if code == .internalError { return failure }
+        return invalidCodes.contains(code) ? invalidInput : refused
+    }
+}
+
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: [.short, .long], help: ArgumentHelp("The daemon's socket.", valueName: "path"))
+    var socket: String?
+
+    @Flag(name: [.short, .long], help: "Print the daemon's replies as JSON, one object per line.")
+    var json = false
+}
+
+/// A request id unique enough to match replies in logs.
+func requestID() -> String { "ctl-\(getpid())" }
+
+/// Sends one request and prints its replies; maps the outcome to the exit status.
+/// `waited`: the request asked to wait for a job, so a final reply whose job did not play exits 5.
+func exchange(
+    _ request: Request, _ options: ConnectionOptions, waited: Bool = false, describe: (Response) -> String
+) throws {
+    let path = Client.socketPath(explicit: options.socket)
+    let replies: [Response]
+    do {
+        let client = try Client(path: path)
+        replies = try client.send(request) { reply in
+            if options.json {
+                print(Output.json(reply))
+            } else if reply.ok {
+                print(describe(reply))
+            } else if let job = reply.job, reply.error?.code != AnnounceError.Code.duplicate.rawValue {
+                print(Output.describe(job: job))
+            } else {
+                print("error: \(reply.error?.code ?? "?"): \(reply.error?.message ?? "")")
+            }
+            fflush(nil)
+        }
+    } catch {
+        Output.error(error.description)
+        throw Exit.unreachable
+    }
+    guard let last = replies.last else { throw Exit.unreachable }
+    guard !last.ok else { return }
+    let code = last.error?.code ?? ""
+    if waited, replies.count > 1, let job = last.job, job.state.isFinal { throw Exit.notPlayed }
+    throw Exit.forError(code: code)
+}
+
+enum Output {
+    static func json<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("announce-ctl: \(message)\n".utf8))
+    }
+
+    /// `job 3 spoken: 到账一百元 (first sample 12.3 ms, done 2450.1 ms)`
+    static func describe(job: JobInfo) -> String {
+        var line = "job \(job.id) \(job.state.rawValue)"
+        if let text = job.text { line += ": \(text)" }
+        var details: [String] = []
+        if job.state == .queued, let position = job.position { details.append("position \(position)") }
+        if let priority = job.priority, priority != .payment { details.append(priority.rawValue) }
+        if let order = job.order { details.append("order \(order)") }
+        if let replayOf = job.replayOf { details.append("replay of \(replayOf)") }
+        if let first = job.firstSampleMs { details.append(String(format: "first sample %.1f ms", first)) }
+        if let finished = job.finishedMs { details.append(String(format: "done %.1f ms", finished)) }
+        if !details.isEmpty { line += " (\(details.joined(separator: ", ")))" }
+        if let error = job.error { line += " — \(error.code): \(error.message)" }
+        return line
+    }
+
+    /// One row of `queue`/`history`.
+    static func row(_ job: JobInfo) -> String {
+        let time = job.finishedAt ?? job.startedAt ?? job.acceptedAt ?? ""
+        let columns = [
+            String(job.id).leftPadded(6), job.state.rawValue.padded(9), (job.priority?.rawValue ?? "").padded(8),
+            String(time.prefix(23)).padded(24), job.text ?? "",
+        ]
+        var line = columns.joined(separator: " ")
+        if let order = job.order { line += "  order=\(order)" }
+        if let error = job.error { line += "  \(error.code)" }
+        return line
+    }
+
+    static let header = ["ID".leftPadded(6), "STATE".padded(9), "PRIO".padded(8), "TIME (UTC)".padded(24), "TEXT"]
+        .joined(separator: " ")
+}
+
+extension String {
+    func padded(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

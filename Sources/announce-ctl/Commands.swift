@@ -1,0 +1,297 @@
+import AnnounceClient
+import AnnounceCore
+import ArgumentParser
+import Foundation
+
+/// Options shared by the commands that create a job.
+struct JobOptions: ParsableArguments {
+    @Flag(name: [.short, .long], help: "Wait until the announcement has played (or was dropped), and report how.")
+    var wait = false
+
+    @Option(
+        name: [.customShort("P"), .long],
+        help: ArgumentHelp("Priority class: urgent (goes first), payment, status (droppable).", valueName: "class"))
+    var priority: String?
+
+    @Option(
+        name: [.short, .long], help: ArgumentHelp("Drop it if not started within this many seconds.", valueName: "s"))
+    var ttl: Double?
+}
+
+struct Say: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Announce a payment.",
+        discussion: """
+            Examples:
+              announce-ctl say 100.00               到账一百元
+              announce-ctl say -c alipay -w 8.50    支付宝到账八点五元, and wait until heard
+              announce-ctl say -o A123 8.50         order A123: announced once only
+              announce-ctl say -l en --fen 1234     payment received twelve yuan and …
+              announce-ctl say -r -c wechat 25      a WeChat refund
+            An order id (-o) is announced once: the same order again within the window answers \
+            "duplicate" (exit 3) with the original job.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var job: JobOptions
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Channel: plain, alipay, wechat, unionpay…", valueName: "name"))
+    var channel: String = "plain"
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Order id, for de-duplication.", valueName: "id"))
+    var order: String?
+
+    @Flag(name: [.short, .long], help: "Announce a refund.")
+    var refund = false
+
+    @Option(
+        name: [.short, .long],
+        help: ArgumentHelp("Language of the voice pack (default: the daemon's).", valueName: "lang"))
+    var lang: String?
+
+    @Option(help: ArgumentHelp("Reading style: decimal (十点五元) or units (十元五角).", valueName: "style"))
+    var style: String?
+
+    @Flag(help: "Say 两 instead of 二 before 百/千/万/亿.")
+    var liang = false
+
+    @Option(help: ArgumentHelp("The amount in fen (integer), instead of AMOUNT.", valueName: "n"))
+    var fen: Int64?
+
+    @Argument(help: "The amount in yuan: 100, 100.5, 1,000.00, ¥100.")
+    var amount: String?
+
+    func validate() throws {
+        if amount == nil && fen == nil { throw ValidationError("give an AMOUNT or --fen") }
+        if amount != nil && fen != nil { throw ValidationError("give either an AMOUNT or --fen, not both") }
+    }
+
+    func run() throws {
+        let request = Request(
+            id: requestID(), op: "say", amount: amount, fen: fen, channel: channel, refund: refund ? true : nil,
+            lang: lang, style: style, liang: liang ? true : nil, order: order, priority: job.priority, ttl: job.ttl,
+            wait: job.wait ? true : nil)
+        try exchange(request, connection, waited: job.wait) { reply in
+            reply.job.map(Output.describe(job:)) ?? "ok"
+        }
+    }
+}
+
+struct Prompt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play a named status prompt from the voice pack.",
+        discussion: """
+            Status prompts are droppable: a newer one replaces one still waiting, and payments go first. \
+            Use -P urgent or -P payment to keep one.
+            Example:  announce-ctl prompt network-lost
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var job: JobOptions
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Language of the voice pack.", valueName: "lang"))
+    var lang: String?
+
+    @Argument(help: "Prompt name, e.g. network-lost.")
+    var name: String
+
+    func run() throws {
+        let request = Request(
+            id: requestID(), op: "prompt", lang: lang, priority: job.priority, ttl: job.ttl,
+            wait: job.wait ? true : nil, prompt: name)
+        try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the daemon's state: queue, voices, journal, audio.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        try exchange(Request(id: requestID(), op: "status"), connection) { reply in
+            guard let status = reply.status else { return "ok" }
+            var lines = [
+                "announced \(status.state), pid \(status.pid), up \(Int(status.uptimeSeconds)) s, protocol \(status.v)",
+                "socket:   \(status.socket) (\(status.clients) client\(status.clients == 1 ? "" : "s"))",
+                "queue:    \(status.queue.waiting) waiting (capacity \(status.queue.capacity)), "
+                    + "playing \(status.queue.playing.map { "job \($0)" } ?? "nothing")",
+                "voices:   "
+                    + status.voices.map { "\($0.lang)\($0.isDefault ? "*" : "") (\($0.name))" }
+                    .joined(separator: ", "),
+                "journal:  \(status.journal.path); \(status.journal.dedupOrders) order ids in a "
+                    + "\(Int(status.journal.dedupWindowSeconds)) s window; at start \(status.journal.recoveredAtStart) "
+                    + "recovered, \(status.journal.interruptedAtStart) interrupted",
+                "jobs:     since start \(status.totals.accepted) accepted"
+                    + status.totals.finished.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined()
+                    + status.totals.refused.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined(),
+            ]
+            var audio = "audio:    device \(status.audio.device)"
+            if let volume = status.audio.volume { audio += ", volume \(volume)%" }
+            if let threshold = status.audio.threshold { audio += ", threshold \(threshold)%" }
+            if let ducked = status.audio.ducked, !ducked.isEmpty {
+                audio += ", ducking \(ducked.joined(separator: " "))"
+            }
+            if let xruns = status.audio.xruns { audio += ", \(xruns) xruns" }
+            if let recoveries = status.audio.recoveries { audio += ", \(recoveries) recoveries" }
+            if let error = status.audio.lastError { audio += ", last error \(error.code): \(error.message)" }
+            lines.append(audio)
+            lines += status.audio.engine.map(Output.engineLines) ?? []
+            if let peer = status.peer {
+                lines.append("you:      uid \(peer.uid), gid \(peer.gid): \(peer.access.rawValue)")
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+}
+
+struct QueueCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue", abstract: "List the job playing and the jobs waiting, in play order.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        try exchange(Request(id: requestID(), op: "queue"), connection) { reply in
+            let jobs = reply.jobs ?? []
+            if jobs.isEmpty { return "the queue is empty" }
+            return ([Output.header] + jobs.map(Output.row)).joined(separator: "\n")
+        }
+    }
+}
+
+struct Cancel: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel waiting or playing jobs.",
+        discussion: "Examples:  announce-ctl cancel 12 13   announce-ctl cancel --all")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(name: [.short, .long], help: "Cancel every job, waiting or playing.")
+    var all = false
+
+    @Argument(help: "Job ids.")
+    var ids: [UInt64] = []
+
+    func validate() throws {
+        if all == !ids.isEmpty { throw ValidationError("give job ids or --all") }
+    }
+
+    func run() throws {
+        let requests =
+            all
+            ? [Request(id: requestID(), op: "cancel", all: true)]
+            : ids.map { Request(id: requestID(), op: "cancel", job: $0) }
+        var failure: ExitCode?
+        for request in requests {
+            do {
+                try exchange(request, connection) { reply in
+                    let jobs = reply.jobs ?? []
+                    if jobs.isEmpty { return "nothing to cancel" }
+                    return jobs.map(Output.describe(job:)).joined(separator: "\n")
+                }
+            } catch let code as ExitCode {
+                failure = failure ?? code
+            }
+        }
+        if let failure { throw failure }
+    }
+}
+
+struct Replay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Say an announcement again: the last payment spoken, or job ID from the history.",
+        discussion: "A replay is a new job (urgent unless -P says otherwise) and is never a duplicate.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var job: JobOptions
+
+    @Argument(help: "Job id (default: the last payment spoken).")
+    var id: UInt64?
+
+    func run() throws {
+        let request = Request(
+            id: requestID(), op: "replay", priority: job.priority, ttl: job.ttl, wait: job.wait ? true : nil, job: id)
+        try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List recent announcements, newest first (kept across restarts).")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(name: [.customShort("n"), .long], help: ArgumentHelp("How many (1…1000).", valueName: "n"))
+    var limit: Int = 10
+
+    func run() throws {
+        try exchange(Request(id: requestID(), op: "history", limit: limit), connection) { reply in
+            let jobs = reply.jobs ?? []
+            if jobs.isEmpty { return "no announcements yet" }
+            return ([Output.header] + jobs.map(Output.row)).joined(separator: "\n")
+        }
+    }
+}
+
+struct Volume: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show or set the alert volume threshold (percent).",
+        discussion: """
+            An announcement raises the volume to the threshold if it is lower, and puts it back afterwards.
+            Examples:  announce-ctl volume        announce-ctl volume 70        announce-ctl volume --reset
+            A value set here is kept across restarts; --reset returns to the configured audio.volume_threshold.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(help: "Forget the value set here; use the configured threshold.")
+    var reset = false
+
+    @Argument(help: "New threshold, 0…100.")
+    var percent: Int?
+
+    func validate() throws {
+        if reset && percent != nil { throw ValidationError("give a PERCENT or --reset, not both") }
+        if let percent, !(0...100).contains(percent) { throw ValidationError("PERCENT must be 0…100") }
+    }
+
+    func run() throws {
+        let request = Request(id: requestID(), op: "volume", threshold: percent, reset: reset ? true : nil)
+        try exchange(request, connection) { reply in
+            guard let audio = reply.volume else { return "ok" }
+            var parts = ["device \(audio.device)"]
+            if let mixer = audio.mixer { parts.append("mixer \(mixer)") }
+            if let volume = audio.volume { parts.append("volume \(volume)%\(audio.muted == true ? " [muted]" : "")") }
+            parts.append(
+                "threshold " + (audio.threshold.map { "\($0)%" } ?? "none")
+                    + (audio.thresholdSource.map { " (\($0))" } ?? ""))
+            return parts.joined(separator: ", ")
+        }
+    }
+}
+
+struct Ping: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check that the daemon answers.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        try exchange(Request(id: requestID(), op: "ping"), connection) { reply in "ok (protocol \(reply.v ?? 0))" }
+    }
+}
+
+struct MetricsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "metrics", abstract: "Print the daemon's metrics in the Prometheus text format.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        try exchange(Request(id: requestID(), op: "metrics"), connection) { reply in
+            (reply.metrics ?? "").trimmingCharacters(in: .newlines)
+        }
+    }
+}

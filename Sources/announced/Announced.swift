@@ -1,0 +1,203 @@
+import AnnounceCore
+import AnnounceServer
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+
+@main
+struct Announced: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "announced",
+        abstract: "Speaks payment announcements through ALSA, taking jobs over a Unix socket.",
+        discussion: """
+            Settings come from the defaults, then the config file (--config, default \
+            /etc/announce/announced.toml if it exists), then these flags: flags win. Every key is described \
+            in docs/configuration.md; the socket protocol in docs/protocol.md.
+            Signals: SIGTERM/SIGINT finish the announcement playing and exit 0, keeping waiting jobs in the \
+            journal for the next start; SIGHUP reloads the config file and the voice packs, keeping the queue.
+            Exit status: 0 stopped normally (or --check-config found no problem); 1 cannot start (bad \
+            configuration, voice pack, journal or socket); 64 usage error.
+            """
+    )
+
+    @Option(help: ArgumentHelp("Config file (TOML).", valueName: "path"))
+    var config: String?
+
+    @Flag(name: .customLong("check-config"), help: "Check the configuration and voice packs, print them, and exit.")
+    var checkConfig = false
+
+    @Option(help: ArgumentHelp("Unix socket to listen on.", valueName: "path"))
+    var socket: String?
+
+    @Option(
+        name: .customLong("socket-mode"), help: ArgumentHelp("Socket file mode, octal (e.g. 0660).", valueName: "mode"))
+    var socketMode: String?
+
+    @Option(name: .customLong("socket-group"), help: ArgumentHelp("Group owning the socket file.", valueName: "group"))
+    var socketGroup: String?
+
+    @Option(help: ArgumentHelp("ALSA PCM to play on (null: discard, for a dry run).", valueName: "pcm"))
+    var device: String?
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Folder for the journal.", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("A voice pack folder, or a folder of packs (all are loaded).", valueName: "dir"))
+    var voices: String?
+
+    @Option(
+        name: [.customLong("lang"), .customLong("voice")],
+        help: ArgumentHelp(
+            "Language of the pack used when a request names none (--voice is the old name).",
+            valueName: "lang"))
+    var lang: String?
+
+    @Option(
+        name: .customLong("queue-capacity"), help: ArgumentHelp("Most payment + urgent jobs waiting.", valueName: "n"))
+    var queueCapacity: Int?
+
+    @Option(
+        name: .customLong("payment-ttl"),
+        help: ArgumentHelp("Default ttl of payments (0: none).", valueName: "duration"))
+    var paymentTTL: String?
+
+    @Option(
+        name: .customLong("status-ttl"), help: ArgumentHelp("Default ttl of status prompts.", valueName: "duration"))
+    var statusTTL: String?
+
+    @Option(
+        name: .customLong("dedup-window"),
+        help: ArgumentHelp("How long order ids are remembered.", valueName: "duration"))
+    var dedupWindow: String?
+
+    @Option(name: .customLong("period-us"), help: ArgumentHelp("ALSA period time wanted, µs.", valueName: "n"))
+    var periodMicroseconds: Int?
+
+    @Option(help: ArgumentHelp("ALSA periods per buffer wanted (playback starts after one).", valueName: "n"))
+    var periods: Int?
+
+    @Option(
+        name: .customLong("lead-in-ms"), help: ArgumentHelp("Silence before a burst (amplifier wake).", valueName: "ms")
+    )
+    var leadInMs: Int?
+
+    @Flag(name: .customLong("keep-open"), inversion: .prefixedNo, help: "Keep the PCM open between announcements.")
+    var keepOpen: Bool?
+
+    @OptionGroup(title: "Audio engine") var audio: AudioOptions
+
+    @Option(
+        name: .customLong("audio-stall-limit"),
+        help: ArgumentHelp("Under a systemd watchdog: one job playing this long means a hung audio thread.",
+                           valueName: "duration"))
+    var audioStallLimit: String?
+
+    @Option(name: .customLong("max-clients"), help: ArgumentHelp("Most connections at once.", valueName: "n"))
+    var maxClients: Int?
+
+    @Option(
+        name: .customLong("idle-timeout"), help: ArgumentHelp("Close idle connections after.", valueName: "duration"))
+    var idleTimeout: String?
+
+    @Option(
+        name: .customLong("request-timeout"),
+        help: ArgumentHelp("A request line must arrive within.", valueName: "duration"))
+    var requestTimeout: String?
+
+    @Option(
+        name: .customLong("shutdown-timeout"),
+        help: ArgumentHelp("SIGTERM waits this long for the announcement playing.", valueName: "duration"))
+    var shutdownTimeout: String?
+
+    @Option(
+        name: .customLong("log-level"),
+        help: ArgumentHelp("trace, debug, info, notice, warning, error, critical.", valueName: "level"))
+    var logLevel: String?
+
+    func overrides() throws -> ConfigurationOverrides {
+        func duration(_ text: String?, _ flag: String) throws -> Double? {
+            guard let text else { return nil }
+            guard let seconds = Duration.parseSeconds(text) else {
+                throw ValidationError("--\(flag): not a duration (e.g. 90, 500ms, 10m, 24h)")
+            }
+            return seconds
+        }
+        var overrides = ConfigurationOverrides()
+        overrides.socketPath = socket
+        if let socketMode {
+            guard let mode = UInt32(socketMode, radix: 8), mode <= 0o777 else {
+                throw ValidationError("--socket-mode: not an octal mode such as 0660")
+            }
+            overrides.socketMode = mode
+        }
+        overrides.socketGroup = socketGroup
+        overrides.device = device
+        overrides.stateDirectory = stateDir
+        overrides.voicesDirectory = voices
+        overrides.language = lang
+        overrides.logLevel = logLevel
+        overrides.queueCapacity = queueCapacity
+        overrides.paymentTTLSeconds = try duration(paymentTTL, "payment-ttl")
+        overrides.statusTTLSeconds = try duration(statusTTL, "status-ttl")
+        overrides.dedupWindowSeconds = try duration(dedupWindow, "dedup-window")
+        overrides.periodMicroseconds = periodMicroseconds
+        overrides.periods = periods
+        overrides.leadInMs = leadInMs
+        overrides.keepDeviceOpen = keepOpen
+        overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit")
+        try audio.apply(to: &overrides)
+        overrides.maxClients = maxClients
+        overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout")
+        overrides.requestTimeoutSeconds = try duration(requestTimeout, "request-timeout")
+        overrides.shutdownTimeoutSeconds = try duration(shutdownTimeout, "shutdown-timeout")
+        return overrides
+    }
+
+    func validate() throws { _ = try overrides() }
+
+    func run() async throws {
+        let overrides = try overrides()
+        let configFile = config
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try DaemonConfiguration.resolve(configFile: configFile, overrides: overrides)
+        } catch {
+            FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+            throw ExitCode(1)
+        }
+        if checkConfig {
+            do {
+                print(try DaemonCheck.report(configuration))
+            } catch {
+                FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+                throw ExitCode(1)
+            }
+            return
+        }
+
+        DaemonLogHandler.bootstrap(level: Logger.Level(rawValue: configuration.logLevel) ?? .info)
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "announced")
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(configuration: configuration, logger: logger, metricsRegistry: registry)
+        } catch {
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+        let runner = DaemonRunner(
+            daemon: daemon,
+            listener: SystemdIntegration.listener(configuredPath: configuration.socketPath, logger: logger),
+            logger: logger,
+            reloadConfiguration: { try DaemonConfiguration.resolve(configFile: configFile, overrides: overrides) })
+        do {
+            try await runner.runGroup()
+        } catch {
+            logger.critical("stopped on an error", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import AnnounceCore
+import AnnounceSound
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+@testable import AnnounceServer
+
+struct ConfigurationTests {
+    let base = DaemonConfiguration(socketPath: "/run/a.sock", stateDirectory: "/var/lib/a", voicesDirectory: "/v")
+
+    @Test func aFullFileSetsEveryKey() throws {
+        let text = """
+            socket = "/run/announce/x.sock"
+            socket_mode = "0660"
+            socket_group = "audio"
+            device = "plughw:0"
+            state_dir = "/srv/announce"
+            voices = "/opt/voices"
+            lang = "en"
+            log_level = "debug"
+
+            [queue]
+            capacity = 200
+            payment_ttl = "10m"
+            urgent_ttl = 30
+            status_ttl = "45s"
+            dedup_window = "48h"
+            history_retention = "7d"
+
+            [audio]
+            period_us = 5000
+            periods = 3
+            lead_in_ms = 150
+            keep_open = true
+            volume_threshold = 60
+
+            [access]
+            control_users = ["root", 1000]
+            control_groups = ["announce"]
+            read_users = ["nobody"]
+            read_groups = []
+            read_anyone = false
+
+            [limits]
+            max_request_bytes = 4096
+            max_clients = 8
+            idle_timeout = "2m"
+            request_timeout = "500ms"
+            write_timeout = 3
+            shutdown_timeout = 2.5
+            """
+        let c = try ConfigFile.apply(text, onto: base)
+        #expect(c.socketPath == "/run/announce/x.sock")
+        #expect(c.socketMode == 0o660)
+        #expect(c.socketGroup == "audio")
+        #expect(c.device == "plughw:0")
+        #expect(c.stateDirectory == "/srv/announce")
+        #expect(c.voicesDirectory == "/opt/voices")
+        #expect(c.language == "en")
+        #expect(c.logLevel == "debug")
+        #expect(c.queueCapacity == 200)
+        #expect(c.paymentTTLSeconds == 600)
+        #expect(c.urgentTTLSeconds == 30)
+        #expect(c.statusTTLSeconds == 45)
+        #expect(c.dedupWindowSeconds == 48 * 3600)
+        #expect(c.historyRetentionSeconds == 7 * 86_400)
+        #expect(c.periodMicroseconds == 5000)
+        #expect(c.periods == 3)
+        #expect(c.leadInMs == 150)
+        #expect(c.keepDeviceOpen)
+        #expect(c.volumeThreshold == 60)
+        #expect(c.controlUsers == ["root", "1000"])
+        #expect(c.controlGroups == ["announce"])
+        #expect(c.readUsers == ["nobody"])
+        #expect(c.readGroups == [])
+        #expect(!c.readAnyone)
+        #expect(c.maxRequestBytes == 4096)
+        #expect(c.maxClients == 8)
+        #expect(c.idleTimeoutSeconds == 120)
+        #expect(c.requestTimeoutSeconds == 0.5)
+        #expect(c.writeTimeoutSeconds == 3)
+        #expect(c.shutdownTimeoutSeconds == 2.5)
+        #expect(c.problems().isEmpty)
+    }
+
+    @Test func anEmptyFileChangesNothing() throws {
+        #expect(try ConfigFile.apply("# nothing\n", onto: base) == base)
+    }
+
+    @Test func mistakesAreNamedNotIgnored() {
+        func message(_ text: String) -> String {
+            do {
+                _ = try ConfigFile.apply(text, source: "t.toml", onto: base)
+                return ""
+            } catch {
+                return error.message
+            }
+        }
+        #expect(message("sockett = \"/x\"").contains("t.toml: sockett: unknown key"))
+        #expect(message("[queue]\ncapasity = 3").contains("queue.capasity: unknown key"))
+        #expect(message("[queue]\ncapacity = \"lots\"").contains("capacity: must be an integer"))
+        #expect(message("socket_mode = \"rw\"").contains("socket_mode: must be an octal mode"))
+        #expect(message("[limits]\nidle_timeout = \"soon\"").contains("idle_timeout: must be a duration"))
+        #expect(message("[access]\ncontrol_users = \"root\"").contains("control_users: must be an array"))
+        #expect(message("queue = 3").contains("queue: must be a table"))
+        #expect(message("device = ").contains("t.toml: line 1"), "a TOML syntax error names its line")
+    }
+
+    @Test func rangesAreChecked() {
+        var c = base
+        c.queueCapacity = 0
+        c.volumeThreshold = 101
+        c.logLevel = "loud"
+        c.idleTimeoutSeconds = 0
+        let problems = c.problems().joined(separator: "\n")
+        #expect(problems.contains("queue.capacity"))
+        #expect(problems.contains("audio.volume_threshold"))
+        #expect(problems.contains("log_level"))
+        #expect(problems.contains("limits.idle_timeout"))
+    }
+
+    @Test func flagsWinOverTheFile() throws {
+        let directory = try Paths.temporaryDirectory("cfg")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = "\(directory)/announced.toml"
+        try "device = \"plughw:0\"\n[queue]\ncapacity = 5\n".write(toFile: file, atomically: true, encoding: .utf8)
+        var overrides = ConfigurationOverrides()
+        overrides.queueCapacity = 9
+        let c = try DaemonConfiguration.resolve(configFile: file, overrides: overrides)
+        #expect(c.device == "plughw:0")
+        #expect(c.queueCapacity == 9)
+        #expect(throws: AnnounceError.self) {
+            try DaemonConfiguration.resolve(
+                configFile: "\(directory)/missing.toml", overrides: ConfigurationOverrides())
+        }
+    }
+
+    @Test func durations() {
+        #expect(Duration.parseSeconds("90") == 90)
+        #expect(Duration.parseSeconds("0.5") == 0.5)
+        #expect(Duration.parseSeconds("500ms") == 0.5)
+        #expect(Duration.parseSeconds("10m") == 600)
+        #expect(Duration.parseSeconds("24h") == 86_400)
+        #expect(Duration.parseSeconds("7d") == 604_800)
+        #expect(Duration.parseSeconds("-1s") == nil)
+        #expect(Duration.parseSeconds("soon") == nil)
+        #expect(Duration.describe(86_400) == "\"1d\"")
+        #expect(Duration.describe(90) == "\"90s\"")
+        #expect(Duration.describe(0.25) == "\"250ms\"")
+        #expect(Duration.describe(0) == "0")
+    }
+}
+
+struct AccessPolicyTests {
+    let policy = AccessPolicy(
+        controlUIDs: [0, 1000], controlGIDs: [500], readUIDs: [2000], readGIDs: [600], readAnyone: false)
+
+    @Test func controlByUserOrAnyOfItsGroups() {
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 1000, gid: 1000)) == .control)
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 500)) == .control)
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [20, 500])) == .control)
+    }
+
+    @Test func readIsNarrowerUnlessAnyoneMayRead() {
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 2000, gid: 2000)) == .read)
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [600])) == .read)
+        #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [601])) == .none)
+        var open = policy
+        open.readAnyone = true
+        #expect(open.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000)) == .read)
+    }
+
+    @Test func rootAndTheDaemonsOwnUserAlwaysHaveControl() throws {
+        var configuration = DaemonConfiguration(socketPath: "/s", stateDirectory: "/t", voicesDirectory: "/v")
+        configuration.controlUsers = []
+        configuration.readAnyone = false
+        let resolved = try AccessPolicy(configuration: configuration, daemonUID: 4242)
+        #expect(resolved.access(for: PeerCredentials(pid: 1, uid: 0, gid: 0)) == .control)
+        #expect(resolved.access(for: PeerCredentials(pid: 1, uid: 4242, gid: 4242)) == .control)
+        #expect(resolved.access(for: PeerCredentials(pid: 1, uid: 65534, gid: 65534)) == .none)
+    }
+
+    @Test func namesResolveThroughTheSystemDatabase() throws {
+        #expect(AccessPolicy.userID("root") == 0)
+        #expect(AccessPolicy.groupID("root") == 0)
+        #expect(AccessPolicy.userID("1234") == 1234)
+        #expect(AccessPolicy.userID("no-such-user-here") == nil)
+        var configuration = DaemonConfiguration(socketPath: "/s", stateDirectory: "/t", voicesDirectory: "/v")
+        configuration.controlGroups = ["no-such-group-here"]
+        #expect { try AccessPolicy(configuration: configuration) } throws: {
+            ($0 as? AnnounceError)?.message.contains("no group \"no-such-group-here\"") == true
+        }
+    }
+
+    @Test func peerGroupsAreReadUpToTheZeroPadding() {
+        var list = PeerCredentials.GroupList()
+        withUnsafeMutableBytes(of: &list.gids) { raw in
+            let gids = raw.bindMemory(to: UInt32.self)
+            gids[0] = 4
+            gids[1] = 24
+            gids[2] = 1000
+        }
+        #expect(list.values == [4, 24, 1000])
+        var withRoot = PeerCredentials.GroupList()
+        withUnsafeMutableBytes(of: &withRoot.gids) { raw in
+            let gids = raw.bindMemory(to: UInt32.self)
+            gids[1] = 27
+        }
+        #expect(withRoot.values == [27], "group 0 cannot be told from padding and never grants access by itself")
+        #expect(PeerCredentials.GroupList().values == [])
+    }
+}
+
+struct VoiceLibraryTests {
+    @Test func everyPackIsLoadedAndPickedByLanguage() throws {
+        let library = try VoicePackLoader.loadLibrary(directory: Paths.voices, defaultLanguage: "zh")
+        #expect(library.languages.sorted() == ["en", "zh"])
+        #expect(try library.pack(language: nil).language == "zh")
+        #expect(try library.pack(language: "en").language == "en")
+        #expect(try library.pack(language: "EN-gb").language == "en", "same primary language")
+        #expect(try library.pack(language: "zh-CN").language == "zh")
+        #expect { try library.pack(language: "fr") } throws: { ($0 as? AnnounceError)?.code == .unknownLanguage }
+        #expect { try VoicePackLoader.loadLibrary(directory: Paths.voices, defaultLanguage: "fr") } throws: {
+            ($0 as? AnnounceError)?.code == .unknownLanguage
+        }
+    }
+
+    @Test func aSinglePackFolderIsALibraryOfOne() throws {
+        let library = try VoicePackLoader.loadLibrary(directory: "\(Paths.voices)/en", defaultLanguage: "en")
+        #expect(library.languages == ["en"])
+    }
+}
+
+/// docs/configuration.md stays true to the code: its full example is the defaults, and every example parses.
+struct ConfigurationDocumentTests {
+    func tomlBlocks() throws -> [String] {
+        let text = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
+        return text.components(separatedBy: "```toml\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+    }
+
+    @Test func theDocumentedFileIsTheDefaults() throws {
+        let blocks = try tomlBlocks()
+        #expect(blocks.count == 2)
+        let defaults = DaemonConfiguration.defaults()
+        var documented = try ConfigFile.apply(blocks[0], source: "docs/configuration.md", onto: defaults)
+        // The two paths that differ for a user are documented with root's value.
+        documented.socketPath = defaults.socketPath
+        documented.stateDirectory = defaults.stateDirectory
+        #expect(documented == defaults)
+    }
+
+    @Test func theLockedDownExampleParses() throws {
+        let c = try ConfigFile.apply(try tomlBlocks()[1], onto: DaemonConfiguration.defaults())
+        #expect(c.socketMode == 0o660 && c.socketGroup == "announce" && !c.readAnyone)
+        #expect(c.controlUsers == ["announce-push"] && c.controlGroups == ["announce"])
+    }
+}
