@@ -1,0 +1,76 @@
+import AnnounceClient
+import AnnounceCore
+
+/// What became of a payment handed to the daemon, and so whether its MQTT message may be acknowledged.
+public enum ForwardOutcome: Sendable, Equatable {
+    /// Queued as a new job: acknowledge.
+    case accepted(JobInfo)
+    /// The daemon already has this order (a redelivery): acknowledge; it is not spoken again.
+    case duplicate(JobInfo?)
+    /// The daemon refused the request itself (it can never be spoken, e.g. an unknown channel): acknowledge.
+    case refused(ErrorInfo)
+    /// The daemon could not take it now (down, busy, queue full, stopping …): do not acknowledge; retry.
+    case unavailable(String)
+
+    public var mayAcknowledge: Bool {
+        if case .unavailable = self { return false }
+        return true
+    }
+}
+
+/// The push listener's side of the daemon's socket (the line-JSON protocol of docs/protocol.md, through
+/// ``AnnounceClient/Client``): one short connection per request, each with a timeout.
+public struct DaemonLink: Sendable {
+    public var socketPath: String
+    public var timeoutSeconds: Double
+
+    /// Refusals that mean the request can never succeed, so holding the message would only repeat them.
+    /// Every other error (queue_full, busy, shutting_down, journal, unauthorized, internal, unknown codes) holds it.
+    public static let permanentRefusals: Set<String> = [
+        AnnounceError.Code.badRequest.rawValue, AnnounceError.Code.invalidAmount.rawValue,
+        AnnounceError.Code.unknownChannel.rawValue, "unknown_language",
+    ]
+
+    public init(socketPath: String, timeoutSeconds: Double) {
+        self.socketPath = socketPath
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// One request, its final reply; nil with the reason when the exchange failed.
+    func exchange(_ request: Request) -> (reply: Response?, failure: String) {
+        do {
+            let client = try Client(path: socketPath, timeout: timeoutSeconds)
+            return (try client.send(request).last, "the daemon sent no reply")
+        } catch {
+            return (nil, error.message)
+        }
+    }
+
+    /// Sends the payment as `say` with its order id.
+    public func forward(_ payment: VerifiedPayment) -> ForwardOutcome {
+        let (answer, failure) = exchange(payment.request)
+        guard let reply = answer else { return .unavailable(failure) }
+        if reply.ok, let job = reply.job { return .accepted(job) }
+        guard let error = reply.error else { return .unavailable("the daemon replied without a job or an error") }
+        if error.code == AnnounceError.Code.duplicate.rawValue { return .duplicate(reply.job) }
+        if Self.permanentRefusals.contains(error.code) { return .refused(error) }
+        return .unavailable("\(error.code): \(error.message)")
+    }
+
+    /// Asks the daemon to speak a status prompt; returns the refusal or failure, nil when queued.
+    public func prompt(_ name: String) -> String? {
+        let (answer, failure) = exchange(Request(op: "prompt", prompt: name))
+        guard let reply = answer else { return failure }
+        return reply.ok ? nil : reply.error.map { "\($0.code): \($0.message)" } ?? "refused"
+    }
+
+    /// The daemon's `status` (what it may be asked by this peer, its dedup window), nil if it cannot be had.
+    public func status() -> DaemonStatus? {
+        exchange(Request(op: "status")).reply?.status
+    }
+
+    /// Whether the daemon answers.
+    public func ping() -> Bool {
+        exchange(Request(op: "ping")).reply?.ok == true
+    }
+}

@@ -1,0 +1,163 @@
+import AnnounceCore
+import Crypto
+import Foundation
+
+/// The device's HMAC keys by key id. Several at once during a rotation: the new key is added, the payment service
+/// switches to it, then the old one is removed (docs/fleet.md).
+public struct Keyring: Sendable {
+    /// Shortest key accepted, in bytes (128 bits).
+    public static let minimumKeyBytes = 16
+
+    /// Raw key bytes (a `SymmetricKey` is made per use: it is not `Sendable`).
+    private var keys: [String: [UInt8]]
+
+    public init() { keys = [:] }
+
+    /// Keys written as in the config file: `"hex:<digits>"` or `"base64:<text>"`.
+    public init(encoded: [String: String]) throws(AnnounceError) {
+        keys = [:]
+        for (id, text) in encoded.sorted(by: { $0.key < $1.key }) {
+            try add(id: id, bytes: Self.decode(text, id: id))
+        }
+    }
+
+    public mutating func add(id: String, bytes: [UInt8]) throws(AnnounceError) {
+        guard !id.isEmpty, id.unicodeScalars.count <= 32,
+            id.unicodeScalars.allSatisfy(PushMessage.identifierCharacters.contains)
+        else {
+            throw AnnounceError(.badRequest, "key id \"\(id)\" must be 1 to 32 characters of A-Za-z0-9._:-")
+        }
+        guard bytes.count >= Self.minimumKeyBytes else {
+            throw AnnounceError(
+                .badRequest, "key \"\(id)\" has \(bytes.count) bytes; at least \(Self.minimumKeyBytes) are needed")
+        }
+        keys[id] = bytes
+    }
+
+    public var ids: [String] { keys.keys.sorted() }
+
+    public func key(_ id: String) -> SymmetricKey? { keys[id].map { SymmetricKey(data: $0) } }
+
+    static func decode(_ text: String, id: String) throws(AnnounceError) -> [UInt8] {
+        if text.hasPrefix("hex:") {
+            guard let bytes = PushVerifier.bytes(hex: String(text.dropFirst(4))) else {
+                throw AnnounceError(.badRequest, "key \"\(id)\": \"hex:\" must be followed by pairs of hex digits")
+            }
+            return bytes
+        }
+        if text.hasPrefix("base64:") {
+            guard let data = Data(base64Encoded: String(text.dropFirst(7))) else {
+                throw AnnounceError(.badRequest, "key \"\(id)\": \"base64:\" must be followed by base64 text")
+            }
+            return Array(data)
+        }
+        throw AnnounceError(.badRequest, "key \"\(id)\" must start with \"hex:\" or \"base64:\"")
+    }
+}
+
+/// Signs push messages (the publisher tool and the payment service's side of the format).
+public enum PushSigner {
+    public static func signature(of message: PushMessage, key: SymmetricKey) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: Data(message.canonical.utf8), using: key)
+        return code.map { String(format: "%02x", $0) }.joined()
+    }
+
+    public static func sign(_ message: PushMessage, key: SymmetricKey) -> PushMessage {
+        var signed = message
+        signed.signature = signature(of: signed, key: key)
+        return signed
+    }
+}
+
+/// A message that passed every check, ready for the daemon.
+public struct VerifiedPayment: Sendable, Equatable {
+    public var message: PushMessage
+    public var amount: Amount
+
+    /// The daemon request: `say` with the order id, so the daemon de-duplicates redeliveries.
+    public var request: Request {
+        Request(
+            id: message.order, op: "say", fen: amount.fen, channel: message.channel, refund: message.refund,
+            order: message.order)
+    }
+}
+
+/// Checks a payload: shape, device, key id, signature, then creation time against the window, then the amount.
+public struct PushVerifier: Sendable {
+    public var device: String
+    public var keyring: Keyring
+    /// Oldest message accepted, milliseconds before now.
+    public var maximumAgeMs: Int64
+    /// Newest message accepted, milliseconds after now (clock skew between the service and the terminal).
+    public var maximumFutureMs: Int64
+    public var currencies: Set<String>
+
+    public init(
+        device: String, keyring: Keyring, maximumAgeMs: Int64, maximumFutureMs: Int64, currencies: Set<String> = ["CNY"]
+    ) {
+        self.device = device
+        self.keyring = keyring
+        self.maximumAgeMs = maximumAgeMs
+        self.maximumFutureMs = maximumFutureMs
+        self.currencies = currencies
+    }
+
+    public func verify(_ payload: [UInt8], nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
+        try verify(PushMessage(payload: payload), nowMs: nowMs)
+    }
+
+    public func verify(_ message: PushMessage, nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
+        guard message.device == device else {
+            throw AnnounceError(.wrongDevice, "signed for device \"\(message.device)\", this is \"\(device)\"")
+        }
+        guard let key = keyring.key(message.keyID) else {
+            throw AnnounceError(
+                .unknownKey,
+                "key id \"\(message.keyID)\" is not in the key ring (\(keyring.ids.joined(separator: ", ")))")
+        }
+        guard let hex = message.signature, let given = Self.bytes(hex: hex),
+            HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(message.canonical.utf8), using: key)
+        else {
+            throw AnnounceError(.badSignature, "the signature does not match (key \"\(message.keyID)\")")
+        }
+        let age = nowMs - message.createdAt
+        if age > maximumAgeMs {
+            throw AnnounceError(
+                .stale, "created \(Self.seconds(age)) s ago; the window is \(Self.seconds(maximumAgeMs)) s")
+        }
+        if -age > maximumFutureMs {
+            throw AnnounceError(
+                .future,
+                "created \(Self.seconds(-age)) s in the future; "
+                    + "at most \(Self.seconds(maximumFutureMs)) s of clock skew is allowed"
+            )
+        }
+        guard currencies.contains(message.currency) else {
+            throw AnnounceError(
+                .malformed,
+                "currency \(message.currency) is not spoken here (\(currencies.sorted().joined(separator: ", ")))")
+        }
+        let amount: Amount
+        do {
+            switch message.amount {
+            case .text(let text): amount = try Amount(parsing: text)
+            case .fen(let fen): amount = try Amount(fen: fen)
+            }
+        } catch {
+            throw AnnounceError(.invalidAmount, error.description)
+        }
+        return VerifiedPayment(message: message, amount: amount)
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0, digits.allSatisfy(PushMessage.isHexDigit) else { return nil }
+        return stride(from: 0, to: digits.count, by: 2).compactMap { index in
+            UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16)
+        }
+    }
+
+    private static func seconds(_ ms: Int64) -> String {
+        String(format: "%.3f", Double(ms) / 1000)
+    }
+}

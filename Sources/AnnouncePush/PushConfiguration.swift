@@ -1,0 +1,364 @@
+import AnnounceCore
+import AnnounceMQTT
+import Foundation
+import TOMLKit
+
+/// Everything `announce-push` needs, read from `/etc/announce/push.toml` (TOML). Documented key by key in
+/// docs/push.md; `examples/push.toml` is a complete example. Every key is checked: an unknown key (a typo) or a
+/// value of the wrong kind is an error naming the key.
+public struct PushConfiguration: Sendable {
+    /// This terminal's id: its topic is built from it and every message must be signed for it.
+    public var device: String
+    public var broker: MQTTEndpoint
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    public var tls = MQTTTLS()
+    /// Topic filters subscribed with QoS 1. Default: `announce/<device>/payments`.
+    public var topics: [String]
+    /// Seconds between MQTT PINGREQs when idle; the broker drops the client after 1.5 times this.
+    public var keepaliveSeconds = 30
+    /// false (default): a persistent session, so the broker keeps QoS 1 messages while the terminal is away.
+    public var cleanSession = false
+    /// A connection attempt that has not been accepted after this long is abandoned.
+    public var connectTimeoutSeconds = 10.0
+    /// Capped exponential backoff between connection attempts.
+    public var reconnect = Backoff.Policy(initialSeconds: 1, maximumSeconds: 60)
+
+    /// The daemon's socket.
+    public var socketPath: String
+    /// How long a message is retried while the daemon cannot take it, before the connection is dropped unacknowledged
+    /// (the broker keeps the message and redelivers it once the daemon answers again).
+    public var holdSeconds = 5.0
+    /// How long one request to the daemon may take.
+    public var daemonTimeoutSeconds = 5.0
+
+    public var keyring = Keyring()
+    public var maximumAgeSeconds = 600.0
+    public var maximumFutureSeconds = 60.0
+    public var currencies: Set<String> = ["CNY"]
+
+    public var prompts = StatusPrompter.Policy()
+    public var logLevel = "info"
+
+    public init(device: String, broker: MQTTEndpoint, socketPath: String) {
+        self.device = device
+        self.broker = broker
+        self.socketPath = socketPath
+        clientID = "announce-\(device)"
+        topics = [Self.defaultTopic(device: device)]
+    }
+
+    public static func defaultTopic(device: String) -> String { "announce/\(device)/payments" }
+
+    public static let defaultPath = "/etc/announce/push.toml"
+
+    public var verifier: PushVerifier {
+        PushVerifier(
+            device: device, keyring: keyring, maximumAgeMs: Int64(maximumAgeSeconds * 1000),
+            maximumFutureMs: Int64(maximumFutureSeconds * 1000), currencies: currencies)
+    }
+
+    // MARK: Loading
+
+    public static func load(path: String) throws(AnnounceError) -> PushConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw AnnounceError(.badRequest, "config file \(path) cannot be read (\(String(cString: strerror(errno))))")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw AnnounceError(.badRequest, "config file \(path) is not UTF-8 text")
+        }
+        return try parse(text, source: path, directory: (path as NSString).deletingLastPathComponent)
+    }
+
+    /// Reads TOML text. Relative file names in it (password_file, TLS files) are taken from `directory`.
+    public static func parse(_ text: String, source: String = "config", directory: String = ".")
+        throws(AnnounceError) -> PushConfiguration
+    {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw AnnounceError(
+                .badRequest,
+                "\(source): line \(error.source.begin.line), column \(error.source.begin.column): \(error.description)")
+        } catch {
+            throw AnnounceError(.badRequest, "\(source): not valid TOML", cause: "\(error)")
+        }
+        var reader = Reader(source: source, directory: directory)
+        let configuration = reader.read(table)
+        guard reader.problems.isEmpty, let configuration else {
+            throw AnnounceError(.badRequest, reader.problems.joined(separator: "\n"))
+        }
+        return configuration
+    }
+
+    private struct Reader {
+        let source: String
+        let directory: String
+        var problems: [String] = []
+
+        mutating func problem(_ key: String, _ message: String) { problems.append("\(source): \(key): \(message)") }
+
+        mutating func read(_ root: TOMLTable) -> PushConfiguration? {
+            let known = ["device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts"]
+            for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
+            guard let device = string(root, "device", "device") else {
+                problem("device", "is required (this terminal's id, e.g. \"T1000123\")")
+                return nil
+            }
+            if (try? PushMessage.checked(device, "device", PushMessage.identifierCharacters, 64)) == nil {
+                problem("device", "must be 1 to 64 characters of A-Za-z0-9._:-")
+            }
+            let brokerTable = table(root, "broker")
+            guard let url = brokerTable.flatMap({ string($0, "url", "broker.url") }) else {
+                problem("broker.url", "is required (mqtt://host:port or mqtts://host:port)")
+                return nil
+            }
+            let endpoint: MQTTEndpoint
+            do {
+                endpoint = try MQTTEndpoint(url: url)
+            } catch {
+                problem("broker.url", error.description)
+                return nil
+            }
+            var configuration = PushConfiguration(
+                device: device, broker: endpoint, socketPath: Self.defaultSocket)
+            if let text = string(root, "socket", "socket") { configuration.socketPath = text }
+            if let level = string(root, "log_level", "log_level") {
+                if ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
+                    configuration.logLevel = level
+                } else {
+                    problem("log_level", "must be trace, debug, info, notice, warning, error or critical")
+                }
+            }
+            if let brokerTable { readBroker(brokerTable, &configuration) }
+            if let daemon = table(root, "daemon") { readDaemon(daemon, &configuration) }
+            if let security = table(root, "security") { readSecurity(security, &configuration) }
+            if let keys = table(root, "keys") {
+                var encoded: [String: String] = [:]
+                for id in keys.keys {
+                    if let text = string(keys, id, "keys.\(id)") { encoded[id] = text }
+                }
+                do { configuration.keyring = try Keyring(encoded: encoded) } catch { problem("keys", error.message) }
+            }
+            if configuration.keyring.ids.isEmpty {
+                problem("keys", "at least one key is required ([keys] k1 = \"hex:…\"); nothing verifies without")
+            }
+            if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
+            // A held payment blocks the MQTT loop for up to hold + one last daemon timeout: no PINGREQ meanwhile.
+            if configuration.holdSeconds + configuration.daemonTimeoutSeconds >= Double(configuration.keepaliveSeconds) {
+                problem(
+                    "daemon.hold",
+                    "daemon.hold + daemon.timeout must be shorter than broker.keepalive "
+                        + "(the connection is not serviced while a payment is held)")
+            }
+            return configuration
+        }
+
+        static let defaultSocket = "/run/announce/announce.sock"
+
+        mutating func readBroker(_ broker: TOMLTable, _ c: inout PushConfiguration) {
+            for key in broker.keys {
+                let name = "broker.\(key)"
+                switch key {
+                case "url": break
+                case "client_id":
+                    if let text = string(broker, key, name) {
+                        if text.isEmpty || text.utf8.count > 128 {
+                            problem(name, "must be 1 to 128 bytes")
+                        } else {
+                            c.clientID = text
+                        }
+                    }
+                case "username": c.username = string(broker, key, name)
+                case "password": c.password = string(broker, key, name)
+                case "password_file":
+                    if let path = string(broker, key, name) { c.password = secret(file: path, name) }
+                case "topics":
+                    guard let array = broker[key]?.array else {
+                        problem(name, "must be an array of topic filters")
+                        continue
+                    }
+                    let topics = array.compactMap { $0.string }
+                    if topics.count != array.count || topics.isEmpty || topics.contains(where: \.isEmpty) {
+                        problem(name, "must be a non-empty array of topic filters")
+                    } else {
+                        c.topics = topics
+                    }
+                case "keepalive":
+                    if let seconds = duration(broker, key, name) {
+                        if (5...3600).contains(seconds) {
+                            c.keepaliveSeconds = Int(seconds)
+                        } else {
+                            problem(name, "must be between 5 s and 1 h")
+                        }
+                    }
+                case "clean_session": if let flag = bool(broker, key, name) { c.cleanSession = flag }
+                case "connect_timeout":
+                    if let seconds = positive(broker, key, name) { c.connectTimeoutSeconds = seconds }
+                case "reconnect_min":
+                    if let seconds = positive(broker, key, name) { c.reconnect.initialSeconds = seconds }
+                case "reconnect_max":
+                    if let seconds = positive(broker, key, name) { c.reconnect.maximumSeconds = seconds }
+                case "tls":
+                    guard let tls = broker[key]?.table else {
+                        problem(name, "must be a table ([broker.tls])")
+                        continue
+                    }
+                    for inner in tls.keys {
+                        let innerName = "broker.tls.\(inner)"
+                        let path = string(tls, inner, innerName).map(file)
+                        switch inner {
+                        case "ca_file": c.tls.caFile = path
+                        case "ca_path": c.tls.caPath = path
+                        case "cert_file": c.tls.certFile = path
+                        case "key_file": c.tls.keyFile = path
+                        default: problem(innerName, "unknown key")
+                        }
+                    }
+                default: problem(name, "unknown key")
+                }
+            }
+            if c.reconnect.maximumSeconds < c.reconnect.initialSeconds {
+                problem("broker.reconnect_max", "must not be less than broker.reconnect_min")
+            }
+            if (c.tls.certFile == nil) != (c.tls.keyFile == nil) {
+                problem("broker.tls", "cert_file and key_file go together")
+            }
+            if !c.broker.tls, c.tls != MQTTTLS() {
+                problem("broker.tls", "TLS files are set but broker.url is mqtt://; use mqtts://")
+            }
+            if c.password != nil, c.username == nil { problem("broker.password", "needs broker.username") }
+        }
+
+        mutating func readDaemon(_ daemon: TOMLTable, _ c: inout PushConfiguration) {
+            for key in daemon.keys {
+                let name = "daemon.\(key)"
+                switch key {
+                case "hold": if let seconds = positive(daemon, key, name) { c.holdSeconds = seconds }
+                case "timeout": if let seconds = positive(daemon, key, name) { c.daemonTimeoutSeconds = seconds }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readSecurity(_ security: TOMLTable, _ c: inout PushConfiguration) {
+            for key in security.keys {
+                let name = "security.\(key)"
+                switch key {
+                case "max_age": if let seconds = positive(security, key, name) { c.maximumAgeSeconds = seconds }
+                case "max_future": if let seconds = duration(security, key, name) { c.maximumFutureSeconds = seconds }
+                case "currencies":
+                    let list = security[key]?.array?.compactMap { $0.string } ?? []
+                    if list.isEmpty || list.contains(where: { $0.count != 3 }) {
+                        problem(name, "must be a non-empty array of 3-letter currency codes")
+                    } else {
+                        c.currencies = Set(list)
+                    }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readPrompts(_ prompts: TOMLTable, _ c: inout PushConfiguration) {
+            for key in prompts.keys {
+                let name = "prompts.\(key)"
+                switch key {
+                case "enabled": if let flag = bool(prompts, key, name) { c.prompts.enabled = flag }
+                case "lost_after":
+                    if let seconds = duration(prompts, key, name) { c.prompts.lostAfterSeconds = seconds }
+                case "min_interval":
+                    if let seconds = duration(prompts, key, name) { c.prompts.minimumIntervalSeconds = seconds }
+                case "connected", "lost", "restored":
+                    guard let text = string(prompts, key, name) else { continue }
+                    switch key {
+                    case "connected": c.prompts.connectedPrompt = text
+                    case "lost": c.prompts.lostPrompt = text
+                    default: c.prompts.restoredPrompt = text
+                    }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        // MARK: Typed values
+
+        mutating func table(_ parent: TOMLTable, _ key: String) -> TOMLTable? {
+            guard let value = parent[key] else { return nil }
+            guard let table = value.table else {
+                problem(key, "must be a table ([\(key)])")
+                return nil
+            }
+            return table
+        }
+
+        mutating func string(_ table: TOMLTable, _ key: String, _ name: String) -> String? {
+            guard let value = table[key] else { return nil }
+            guard let text = value.string else {
+                problem(name, "must be a string")
+                return nil
+            }
+            return text
+        }
+
+        mutating func bool(_ table: TOMLTable, _ key: String, _ name: String) -> Bool? {
+            guard let value = table[key] else { return nil }
+            guard let flag = value.bool else {
+                problem(name, "must be true or false")
+                return nil
+            }
+            return flag
+        }
+
+        /// Seconds as a number, or a string with a unit: "500ms", "90s", "10m", "24h".
+        mutating func duration(_ table: TOMLTable, _ key: String, _ name: String) -> Double? {
+            guard let value = table[key] else { return nil }
+            let seconds: Double? =
+                if let number = value.int { Double(number) } else if let number = value.double {
+                    number
+                } else if let text = value.string {
+                    Self.parseSeconds(text)
+                } else { nil }
+            guard let seconds, seconds >= 0, seconds.isFinite else {
+                problem(name, "must be a duration: seconds, or a string such as \"500ms\", \"90s\", \"10m\"")
+                return nil
+            }
+            return seconds
+        }
+
+        mutating func positive(_ table: TOMLTable, _ key: String, _ name: String) -> Double? {
+            guard let seconds = duration(table, key, name) else { return nil }
+            guard seconds > 0 else {
+                problem(name, "must be more than 0")
+                return nil
+            }
+            return seconds
+        }
+
+        static func parseSeconds(_ text: String) -> Double? {
+            let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+            for (suffix, scale) in units where text.hasSuffix(suffix) {
+                guard let number = Double(text.dropLast(suffix.count)) else { continue }
+                return number * scale
+            }
+            return nil
+        }
+
+        func file(_ path: String) -> String {
+            path.hasPrefix("/") ? path : (directory as NSString).appendingPathComponent(path)
+        }
+
+        /// The first line of a file holding a secret.
+        mutating func secret(file path: String, _ name: String) -> String? {
+            let resolved = file(path)
+            guard let data = FileManager.default.contents(atPath: resolved),
+                let text = String(data: data, encoding: .utf8)
+            else {
+                problem(name, "cannot read \(resolved)")
+                return nil
+            }
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+    }
+}

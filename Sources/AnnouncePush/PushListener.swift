@@ -1,0 +1,381 @@
+import AnnounceCore
+import AnnounceMQTT
+import Foundation
+import Logging
+import Synchronization
+
+/// The push listener: keeps an MQTT session with the broker, verifies every payment message and hands it to the
+/// daemon, acknowledging it only once the daemon has answered for it.
+///
+/// Delivery, end to end (docs/push.md):
+/// - persistent session (clean_session false) + QoS 1: the broker keeps every message until this client
+///   acknowledges it, across disconnections of either side;
+/// - a message is acknowledged (PUBACK) only after `onMessage` returns, see ``MQTTClient``; it returns after the
+///   daemon accepted the payment, recognised it as a duplicate, or refused it for good — or after the message was
+///   refused here (forged, stale, malformed: it can never become valid);
+/// - if the daemon cannot take it, the message is retried for `holdSeconds`; then the connection is dropped
+///   without the PUBACK, the listener waits until the daemon answers again, reconnects, and the broker redelivers;
+/// - a message handled but whose PUBACK was lost is redelivered and the daemon answers `duplicate` (dedup by order
+///   id), so it is spoken once.
+///
+/// `run()` blocks its thread (libmosquitto is driven from it); `stop()` may be called from any thread.
+public final class PushListener: Sendable {
+    public let configuration: PushConfiguration
+    let logger: Logger
+    let daemon: DaemonLink
+    private let stopping = Mutex(false)
+
+    public init(configuration: PushConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        daemon = DaemonLink(socketPath: configuration.socketPath, timeoutSeconds: configuration.daemonTimeoutSeconds)
+    }
+
+    /// Asks `run()` to finish: a message being held stays unacknowledged, the session is closed with DISCONNECT.
+    public func stop() { stopping.withLock { $0 = true } }
+
+    var isStopping: Bool { stopping.withLock { $0 } }
+
+    /// Runs until ``stop()``. Throws only when the MQTT client cannot be set up (a configuration problem).
+    public func run() throws(AnnounceError) {
+        // A write to a connection the broker (or this listener) closed must fail, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        let session: Session
+        do {
+            session = try Session(listener: self)
+        } catch {
+            throw AnnounceError(.badRequest, "cannot set up the MQTT client", cause: error.description)
+        }
+        session.run()
+    }
+
+    // MARK: - Session
+
+    /// The state of one run, touched only by the thread in `run()` (libmosquitto's callbacks run there too).
+    private final class Session {
+        enum State { case idle, connecting, connected, abandoned, closed }
+        enum DropReason { case network, daemonUnavailable }
+
+        let listener: PushListener
+        let configuration: PushConfiguration
+        let logger: Logger
+        let verifier: PushVerifier
+        let client: MQTTClient
+        var state = State.idle
+        var dropReason = DropReason.network
+        var attemptStarted = ContinuousClock.now
+        var backoff: Backoff
+        var prompter: StatusPrompter
+        let started = ContinuousClock.now
+
+        init(listener: PushListener) throws(MosquittoError) {
+            self.listener = listener
+            configuration = listener.configuration
+            logger = listener.logger
+            verifier = configuration.verifier
+            backoff = Backoff(configuration.reconnect)
+            prompter = StatusPrompter(policy: configuration.prompts, now: 0)
+            client = try MQTTClient(clientID: configuration.clientID, cleanSession: configuration.cleanSession)
+            if let username = configuration.username {
+                try client.setCredentials(username: username, password: configuration.password)
+            }
+            if configuration.broker.tls { try client.setTLS(configuration.tls) }
+            client.onConnect = { [unowned self] code, sessionPresent in
+                connected(code: code, sessionPresent: sessionPresent)
+            }
+            client.onDisconnect = { [unowned self] code in disconnected(code: code) }
+            client.onSubscribe = { [unowned self] mid, granted in subscribed(mid: mid, granted: granted) }
+            client.onMessage = { [unowned self] message in received(message) }
+            client.onLog = { [unowned self] level, text in
+                logger.trace("libmosquitto", metadata: ["level": "\(level)", "text": "\(text)"])
+            }
+        }
+
+        /// Seconds since the run started (the prompter's clock).
+        var now: Double { (ContinuousClock.now - started).inSeconds }
+
+        func run() {
+            logger.info(
+                "push listener starting",
+                metadata: [
+                    "broker": "\(configuration.broker)", "client_id": "\(configuration.clientID)",
+                    "topics": "\(configuration.topics.joined(separator: ","))", "device": "\(configuration.device)",
+                    "keys": "\(configuration.keyring.ids.joined(separator: ","))",
+                    "socket": "\(configuration.socketPath)",
+                ])
+            while !listener.isStopping {
+                guard waitForDaemon() else { break }
+                connectAndServe()
+                if listener.isStopping { break }
+                switch dropReason {
+                case .daemonUnavailable:
+                    // Not a network problem: no prompt, no backoff; reconnect as soon as the daemon answers.
+                    dropReason = .network
+                case .network:
+                    prompter.disconnected(now: now)
+                    let delay = backoff.next()
+                    logger.debug("reconnecting", metadata: ["in_s": "\(String(format: "%.1f", delay))"])
+                    pause(seconds: delay)
+                }
+            }
+            close()
+            logger.info("push listener stopped")
+        }
+
+        /// Waits until the daemon answers `ping`. False if asked to stop meanwhile.
+        func waitForDaemon() -> Bool {
+            var wait = Backoff(Backoff.Policy(initialSeconds: 0.2, maximumSeconds: 5))
+            var logged = false
+            while !listener.isStopping {
+                if listener.daemon.ping() {
+                    if logged {
+                        logger.info("the daemon answers again", metadata: ["socket": "\(configuration.socketPath)"])
+                    }
+                    checkDaemon()
+                    return true
+                }
+                if !logged {
+                    logger.warning(
+                        "waiting for the daemon; messages stay with the broker meanwhile",
+                        metadata: ["socket": "\(configuration.socketPath)"])
+                    logged = true
+                }
+                pause(seconds: wait.next(), prompts: false)
+            }
+            return false
+        }
+
+        /// Warns about a daemon that would refuse every payment (no `control` access for this user) or forget order
+        /// ids sooner than this listener accepts old messages (a replay inside max_age would be spoken again).
+        func checkDaemon() {
+            guard let status = listener.daemon.status() else { return }
+            if let peer = status.peer, peer.access != .control {
+                logger.error(
+                    """
+                    the daemon does not let this user speak; payments stay with the broker until it does \
+                    (announced.toml: [access] control_users = ["<this user>"])
+                    """,
+                    metadata: ["uid": "\(peer.uid)", "access": "\(peer.access.rawValue)"])
+            }
+            if status.journal.dedupWindowSeconds < configuration.maximumAgeSeconds {
+                logger.warning(
+                    "the daemon's dedup window is shorter than security.max_age: a replay could be spoken twice",
+                    metadata: [
+                        "dedup_window_s": "\(status.journal.dedupWindowSeconds)",
+                        "max_age_s": "\(configuration.maximumAgeSeconds)",
+                    ])
+            }
+        }
+
+        /// One connection: from the attempt until it ends (or the listener stops).
+        func connectAndServe() {
+            state = .connecting
+            attemptStarted = .now
+            do {
+                try client.connect(
+                    host: configuration.broker.host, port: configuration.broker.port,
+                    keepalive: configuration.keepaliveSeconds)
+            } catch {
+                failedAttempt(reason: error.description)
+                state = .closed
+                return
+            }
+            while !listener.isStopping {
+                do {
+                    try client.loop(timeoutMilliseconds: 200)
+                } catch {
+                    // Usually onDisconnect has already told; if not, tell here.
+                    if state == .connected { lost(reason: error.description) }
+                    if state == .connecting { failedAttempt(reason: error.description) }
+                    break
+                }
+                if state == .closed { break }
+                if state == .connecting,
+                    ContinuousClock.now - attemptStarted > .seconds(configuration.connectTimeoutSeconds)
+                {
+                    logger.warning(
+                        "the broker did not accept the connection in time",
+                        metadata: [
+                            "broker": "\(configuration.broker)", "timeout_s": "\(configuration.connectTimeoutSeconds)",
+                        ])
+                    client.abandonConnection()
+                    state = .closed
+                    break
+                }
+                speakPrompts()
+            }
+            if listener.isStopping, state == .connected {
+                // DISCONNECT: the broker keeps the session (and any unacknowledged message) for the next start.
+                try? client.disconnect()
+                let deadline = ContinuousClock.now + .seconds(2)
+                while state == .connected, ContinuousClock.now < deadline {
+                    do { try client.loop(timeoutMilliseconds: 100) } catch { break }
+                }
+            }
+            state = .closed
+        }
+
+        func close() {
+            if state == .connected { try? client.disconnect() }
+        }
+
+        // MARK: Callbacks (inside client.loop)
+
+        func connected(code: Int32, sessionPresent: Bool) {
+            guard code == 0 else {
+                logger.error(
+                    "the broker refused the connection",
+                    metadata: [
+                        "broker": "\(configuration.broker)", "code": "\(code)",
+                        "reason": "\(MQTTClient.connackText(code))",
+                    ])
+                state = .closed
+                return
+            }
+            state = .connected
+            backoff.reset()
+            prompter.connected(now: now)
+            logger.info(
+                "connected to the broker",
+                metadata: ["broker": "\(configuration.broker)", "session_present": "\(sessionPresent)"])
+            for topic in configuration.topics {
+                do {
+                    try client.subscribe(topic, qos: 1)
+                } catch {
+                    logger.error("cannot subscribe", metadata: ["topic": "\(topic)", "error": "\(error)"])
+                }
+            }
+        }
+
+        func disconnected(code: Int32) {
+            switch state {
+            case .connected where code == 0: logger.info("disconnected from the broker")
+            case .connected: lost(reason: "\(MosquittoError.text(code)) (\(code))")
+            case .connecting: failedAttempt(reason: "\(MosquittoError.text(code)) (\(code))")
+            default: break
+            }
+            if state != .abandoned { state = .closed }
+        }
+
+        func lost(reason: String) {
+            logger.warning(
+                "connection to the broker lost", metadata: ["broker": "\(configuration.broker)", "error": "\(reason)"])
+            state = .closed
+        }
+
+        /// The first failed attempt after a connection is a warning; the following ones (every backoff step of an
+        /// outage) are debug, so a long outage does not flood the journal.
+        func failedAttempt(reason: String) {
+            let metadata: Logger.Metadata = [
+                "broker": "\(configuration.broker)", "error": "\(reason)", "attempt": "\(backoff.attempts + 1)",
+            ]
+            if backoff.attempts == 0 {
+                logger.warning("cannot connect to the broker", metadata: metadata)
+            } else {
+                logger.debug("cannot connect to the broker", metadata: metadata)
+            }
+            state = .closed
+        }
+
+        func subscribed(mid: Int32, granted: [Int32]) {
+            for qos in granted where qos != 1 {
+                if qos == 128 {
+                    logger.error(
+                        "the broker refused a subscription (check its ACL)",
+                        metadata: ["topics": "\(configuration.topics)"])
+                } else {
+                    logger.warning(
+                        "the broker granted QoS \(qos) instead of 1", metadata: ["topics": "\(configuration.topics)"])
+                }
+            }
+            logger.debug("subscribed", metadata: ["topics": "\(configuration.topics.joined(separator: ","))"])
+        }
+
+        /// Handles one message. Returning acknowledges it; ``MQTTClient/abandonConnection()`` before returning
+        /// leaves it to the broker to redeliver.
+        func received(_ message: MQTTMessage) {
+            // After an abandon, the rest of what was already read must not be acknowledged either.
+            guard state == .connected else { return }
+            var metadata: Logger.Metadata = ["topic": "\(message.topic)", "mid": "\(message.mid)"]
+            let payment: VerifiedPayment
+            do throws(AnnounceError) {
+                if message.retain {
+                    throw AnnounceError(.malformed, "a retained message is not a payment notification")
+                }
+                payment = try verifier.verify(message.payload, nowMs: WallClockMs.now)
+            } catch {
+                metadata["reason"] = "\(error.code)"
+                metadata["detail"] = "\(error.message)"
+                if let order = try? PushMessage(payload: message.payload) {
+                    metadata["order.id"] = "\(order.order)"
+                    metadata["kid"] = "\(order.keyID)"
+                }
+                logger.warning("push message refused", metadata: metadata)
+                return
+            }
+            metadata["order.id"] = "\(payment.message.order)"
+            metadata["amount"] = "\(payment.amount)"
+            let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
+            var retry = Backoff(Backoff.Policy(initialSeconds: 0.1, maximumSeconds: 1))
+            while true {
+                switch listener.daemon.forward(payment) {
+                case .accepted(let job):
+                    metadata["job.id"] = "\(job.id)"
+                    logger.info("payment forwarded", metadata: metadata)
+                    return
+                case .duplicate(let job):
+                    metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
+                    logger.notice("payment already with the daemon (duplicate); not spoken again", metadata: metadata)
+                    return
+                case .refused(let error):
+                    metadata["code"] = "\(error.code)"
+                    metadata["detail"] = "\(error.message)"
+                    logger.error("the daemon refused the payment", metadata: metadata)
+                    return
+                case .unavailable(let reason):
+                    if listener.isStopping || ContinuousClock.now >= deadline {
+                        metadata["error"] = "\(reason)"
+                        logger.warning(
+                            "the daemon cannot take the payment; leaving it unacknowledged for the broker to redeliver",
+                            metadata: metadata)
+                        state = .abandoned
+                        dropReason = .daemonUnavailable
+                        client.abandonConnection()
+                        return
+                    }
+                    Thread.sleep(forTimeInterval: retry.next())
+                }
+            }
+        }
+
+        // MARK: Status prompts
+
+        func speakPrompts() {
+            while let name = prompter.poll(now: now) {
+                if let failure = listener.daemon.prompt(name) {
+                    logger.warning("status prompt not spoken", metadata: ["prompt": "\(name)", "error": "\(failure)"])
+                } else {
+                    logger.info("status prompt", metadata: ["prompt": "\(name)"])
+                }
+            }
+        }
+
+        /// Sleeps, waking to speak due prompts (unless the daemon is known to be down) and to notice `stop()`.
+        func pause(seconds: Double, prompts: Bool = true) {
+            let end = ContinuousClock.now + .seconds(seconds)
+            while !listener.isStopping, ContinuousClock.now < end {
+                if prompts { speakPrompts() }
+                Thread.sleep(forTimeInterval: min(0.1, max(0, (end - .now).inSeconds)))
+            }
+        }
+    }
+}
+
+extension Duration {
+    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// Wall-clock Unix time in milliseconds (message timestamps are compared with it).
+enum WallClockMs {
+    static var now: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+}

@@ -1,0 +1,207 @@
+import AnnounceCore
+import Foundation
+
+/// Why a push message was refused. One domain error (``AnnounceError``) with these stable codes, logged by the
+/// listener as `reason=<code>` (docs/push.md).
+extension AnnounceError.Code {
+    /// Not a JSON object of the documented shape (missing or wrongly typed field, bad characters, too long).
+    public static let malformed = AnnounceError.Code(rawValue: "malformed")
+    /// Signed for another device.
+    public static let wrongDevice = AnnounceError.Code(rawValue: "wrong_device")
+    /// The key id is not in this terminal's key ring (never issued, or retired).
+    public static let unknownKey = AnnounceError.Code(rawValue: "unknown_key")
+    /// The HMAC does not match: forged or altered.
+    public static let badSignature = AnnounceError.Code(rawValue: "bad_signature")
+    /// Created longer ago than the window allows.
+    public static let stale = AnnounceError.Code(rawValue: "stale")
+    /// Created further in the future than the clock skew allowed.
+    public static let future = AnnounceError.Code(rawValue: "future")
+}
+
+/// The amount of a payment as sent: yuan as text, or integer fen.
+public enum PushAmount: Sendable, Equatable {
+    case text(String)
+    case fen(Int64)
+}
+
+/// A payment notification as published to a terminal's topic (format version 1, docs/push.md):
+///
+/// ```json
+/// {"v":1,"device":"T1000123","order":"2026112300001","amount":"100.00","currency":"CNY","channel":"alipay",
+///  "refund":false,"created_at":1795415589123,"kid":"k2026a","sig":"<64 hex digits>"}
+/// ```
+///
+/// `sig` is HMAC-SHA256, with the device's key named by `kid`, over ``canonical`` — the fields in a fixed order,
+/// one per line, defaults filled in. Every field is restricted to characters that cannot contain a line break,
+/// so the canonical text of two different messages is never the same.
+public struct PushMessage: Sendable, Equatable {
+    public static let version = 1
+    /// Longest payload accepted, in bytes.
+    public static let maximumPayloadBytes = 4096
+
+    public var device: String
+    public var order: String
+    public var amount: PushAmount
+    public var currency: String
+    public var channel: String
+    public var refund: Bool
+    /// Unix time in milliseconds when the payment service created the message.
+    public var createdAt: Int64
+    public var keyID: String
+    /// Lowercase hex HMAC-SHA256 of ``canonical``; nil before signing.
+    public var signature: String?
+
+    public init(
+        device: String, order: String, amount: PushAmount, currency: String = "CNY", channel: String = "plain",
+        refund: Bool = false, createdAt: Int64, keyID: String, signature: String? = nil
+    ) {
+        self.device = device
+        self.order = order
+        self.amount = amount
+        self.currency = currency
+        self.channel = channel
+        self.refund = refund
+        self.createdAt = createdAt
+        self.keyID = keyID
+        self.signature = signature
+    }
+
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break).
+    public var canonical: String {
+        let amountLine =
+            switch amount {
+            case .text(let text): "amount=\(text)"
+            case .fen(let fen): "fen=\(fen)"
+            }
+        return [
+            "announce-push/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)", amountLine,
+            "currency=\(currency)", "channel=\(channel)", "refund=\(refund)", "created_at=\(createdAt)",
+        ].joined(separator: "\n")
+    }
+
+    // MARK: Wire form
+
+    private struct Wire: Codable {
+        var v: Int?
+        var device: String?
+        var order: String?
+        var amount: String?
+        var fen: Int64?
+        var currency: String?
+        var channel: String?
+        var refund: Bool?
+        var created_at: Int64?
+        var kid: String?
+        var sig: String?
+    }
+
+    /// The JSON payload (keys sorted, so equal messages give equal bytes).
+    public func payload() -> [UInt8] {
+        var wire = Wire(
+            v: Self.version, device: device, order: order, currency: currency, channel: channel, refund: refund,
+            created_at: createdAt, kid: keyID, sig: signature)
+        switch amount {
+        case .text(let text): wire.amount = text
+        case .fen(let fen): wire.fen = fen
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a struct of strings, integers and booleans cannot fail.
+        return Array((try? encoder.encode(wire)) ?? Data())
+    }
+
+    /// Reads and checks the shape of a payload: every field present with the right type and characters.
+    /// Does not check the signature, the device, the time or whether the amount can be read.
+    public init(payload: [UInt8]) throws(AnnounceError) {
+        guard payload.count <= Self.maximumPayloadBytes else {
+            throw AnnounceError(.malformed, "payload of \(payload.count) bytes is over \(Self.maximumPayloadBytes)")
+        }
+        let wire: Wire
+        do {
+            wire = try JSONDecoder().decode(Wire.self, from: Data(payload))
+        } catch {
+            throw AnnounceError(.malformed, "not a JSON object of the push format", cause: Self.describe(error))
+        }
+        guard let v = wire.v else { throw AnnounceError(.malformed, "missing field \"v\"") }
+        guard v == Self.version else { throw AnnounceError(.malformed, "unsupported format version \(v)") }
+        func required<T>(_ value: T?, _ name: String) throws(AnnounceError) -> T {
+            guard let value else { throw AnnounceError(.malformed, "missing field \"\(name)\"") }
+            return value
+        }
+        device = try Self.checked(required(wire.device, "device"), "device", Self.identifierCharacters, 64)
+        order = try Self.checked(required(wire.order, "order"), "order", Self.identifierCharacters, 64)
+        keyID = try Self.checked(required(wire.kid, "kid"), "kid", Self.identifierCharacters, 32)
+        currency = try Self.checked(required(wire.currency, "currency"), "currency", Self.currencyCharacters, 3)
+        guard currency.count == 3 else {
+            throw AnnounceError(.malformed, "field \"currency\" must be a 3-letter ISO 4217 code such as CNY")
+        }
+        channel = try Self.checked(wire.channel ?? "plain", "channel", Self.channelCharacters, 32)
+        refund = wire.refund ?? false
+        createdAt = try required(wire.created_at, "created_at")
+        guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
+        switch (wire.amount, wire.fen) {
+        case (let text?, nil):
+            guard !text.isEmpty, text.count <= 32, !text.unicodeScalars.contains(where: Self.isControl) else {
+                throw AnnounceError(.malformed, "field \"amount\" must be 1 to 32 printable characters")
+            }
+            amount = .text(text)
+        case (nil, let fen?):
+            amount = .fen(fen)
+        case (nil, nil):
+            throw AnnounceError(.malformed, "give \"amount\" (yuan as text) or \"fen\" (integer)")
+        case (.some, .some):
+            throw AnnounceError(.malformed, "give either \"amount\" or \"fen\", not both")
+        }
+        let sig = try required(wire.sig, "sig")
+        guard sig.utf8.count == 64, sig.utf8.allSatisfy(Self.isHexDigit) else {
+            throw AnnounceError(.malformed, "field \"sig\" must be 64 hex digits (HMAC-SHA256)")
+        }
+        signature = sig.lowercased()
+    }
+
+    // MARK: Character rules
+
+    /// Order ids, device ids, key ids: letters, digits and . _ : -
+    static let identifierCharacters = Set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-".unicodeScalars)
+    static let channelCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789_-".unicodeScalars)
+    static let currencyCharacters = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ".unicodeScalars)
+
+    static func checked(_ value: String, _ name: String, _ allowed: Set<Unicode.Scalar>, _ maximum: Int)
+        throws(AnnounceError) -> String
+    {
+        guard !value.isEmpty, value.unicodeScalars.count <= maximum,
+            value.unicodeScalars.allSatisfy(allowed.contains)
+        else {
+            throw AnnounceError(
+                .malformed, "field \"\(name)\" must be 1 to \(maximum) characters of [\(Self.describe(allowed))]")
+        }
+        return value
+    }
+
+    private static func describe(_ allowed: Set<Unicode.Scalar>) -> String {
+        if allowed == identifierCharacters { return "A-Za-z0-9._:-" }
+        if allowed == channelCharacters { return "a-z0-9_-" }
+        return "A-Z"
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar == "\u{2028}" || scalar == "\u{2029}"
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context): context.debugDescription
+        case DecodingError.typeMismatch(_, let context):
+            "field \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\" has the wrong type"
+        case DecodingError.valueNotFound(_, let context):
+            "field \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\" is null"
+        default: "\(error)"
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import AnnounceCore
+import AnnounceMQTT
+import AnnouncePush
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+
+@main
+struct AnnouncePushCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "announce-push",
+        abstract: "Receives signed payment notifications over MQTT and has announced speak them.",
+        discussion: "See docs/push.md (message format, configuration) and docs/fleet.md.",
+        subcommands: [Run.self, CheckConfig.self, Sign.self, Publish.self],
+        defaultSubcommand: Run.self
+    )
+}
+
+struct ConfigOption: ParsableArguments {
+    @Option(name: .long, help: "The push configuration (TOML).")
+    var config: String = PushConfiguration.defaultPath
+
+    func load() throws -> PushConfiguration { try loadConfiguration(config) }
+}
+
+/// Loads the configuration or exits with status 2 and the problems on standard error.
+func loadConfiguration(_ path: String) throws -> PushConfiguration {
+    do {
+        return try PushConfiguration.load(path: path)
+    } catch {
+        FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+        throw ExitCode(2)
+    }
+}
+
+/// The listener (the systemd service runs this).
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Listen to the broker and forward payments (default).")
+
+    @OptionGroup var options: ConfigOption
+
+    @Option(name: .customLong("log-level"), help: "Overrides log_level of the config: trace … critical.")
+    var logLevel: String?
+
+    func validate() throws {
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("unknown --log-level \(logLevel)")
+        }
+    }
+
+    func run() throws {
+        let configuration = try options.load()
+        let level = Logger.Level(rawValue: logLevel ?? configuration.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let listener = PushListener(configuration: configuration, logger: Logger(label: "announce-push"))
+        // SIGTERM (systemd) and SIGINT stop the listener; it closes the session and returns.
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { listener.stop() }
+            source.resume()
+            sources.append(source)
+        }
+        do {
+            try listener.run()
+        } catch {
+            Logger(label: "announce-push").critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+        sources.forEach { $0.cancel() }
+    }
+}
+
+struct CheckConfig: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config", abstract: "Read the configuration, report problems, print what it says.")
+
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let c = try options.load()
+        print(
+            """
+            device      \(c.device)
+            broker      \(c.broker)  client id \(c.clientID)  keepalive \(c.keepaliveSeconds) s  \
+            clean session \(c.cleanSession)
+            topics      \(c.topics.joined(separator: " "))  (QoS 1)
+            reconnect   \(c.reconnect.initialSeconds) s doubling up to \(c.reconnect.maximumSeconds) s
+            daemon      \(c.socketPath)  hold \(c.holdSeconds) s
+            keys        \(c.keyring.ids.joined(separator: " "))
+            window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
+            """)
+    }
+}
+
+/// What `sign` and `publish` put in the message.
+struct MessageOptions: ParsableArguments {
+    @Argument(help: "The amount in yuan as text (\"100.00\"); or give --fen.")
+    var amount: String?
+
+    @Option(help: "The amount in integer fen instead.")
+    var fen: Int64?
+
+    @Option(help: "Order id (default: a new unique one).")
+    var order: String?
+
+    @Option(help: "Payment channel: plain, alipay, wechat, unionpay …")
+    var channel: String = "plain"
+
+    @Flag(help: "A refund.")
+    var refund = false
+
+    @Option(help: "ISO 4217 currency.")
+    var currency: String = "CNY"
+
+    @Option(name: .customLong("created-at"), help: "Creation time, Unix milliseconds (default: now).")
+    var createdAt: Int64?
+
+    @Option(help: "Device id (default: the config's).")
+    var device: String?
+
+    @Option(help: "Key id to sign with (default: the config's last key, by name).")
+    var kid: String?
+
+    @Option(help: "The key itself, \"hex:…\" or \"base64:…\" (default: the config's key for --kid).")
+    var key: String?
+
+    @Option(name: .long, help: "The push configuration to take the device and keys from.")
+    var config: String?
+
+    /// The signed message.
+    func message() throws -> (PushMessage, PushConfiguration?) {
+        guard (amount == nil) != (fen == nil) else { throw ValidationError("give an amount or --fen (one of them)") }
+        let configuration = try config.map(loadConfiguration)
+        guard let device = device ?? configuration?.device else {
+            throw ValidationError("give --device or --config")
+        }
+        var keyring = configuration?.keyring ?? Keyring()
+        let keyID = kid ?? keyring.ids.last ?? "k1"
+        if let key {
+            do {
+                try keyring = Keyring(encoded: [keyID: key])
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        guard let secret = keyring.key(keyID) else {
+            throw ValidationError("no key \"\(keyID)\": give --key, or --config with that key id")
+        }
+        let createdAt = createdAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        let order = order ?? "P\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
+        let message = PushMessage(
+            device: device, order: order, amount: amount.map(PushAmount.text) ?? .fen(fen ?? 0), currency: currency,
+            channel: channel, refund: refund, createdAt: createdAt, keyID: keyID)
+        // What the listener would refuse for its shape is refused here too (the signature is not checked yet).
+        do {
+            _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())
+        } catch {
+            FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+            throw ExitCode(2)
+        }
+        return (PushSigner.sign(message, key: secret), configuration)
+    }
+}
+
+struct Sign: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a signed payment message (JSON), e.g. for mosquitto_pub -s.")
+
+    @OptionGroup var message: MessageOptions
+
+    func run() throws {
+        let (signed, _) = try message.message()
+        print(String(decoding: signed.payload(), as: UTF8.self))
+    }
+}
+
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign a payment and publish it to the device's topic (QoS 1), for installers and tests.",
+        discussion: """
+            With --config, the broker, credentials, TLS files, device, topic and key come from the listener's \
+            configuration; options override them. Exit status: 0 published (the broker acknowledged), \
+            2 invalid input, 4 broker unreachable or did not acknowledge, 64 usage.
+            """)
+
+    @OptionGroup var message: MessageOptions
+
+    @Option(help: "Topic (default: the config's first topic, or announce/<device>/payments).")
+    var topic: String?
+
+    @Option(help: "Broker URL, mqtt://host:port or mqtts://host:port (default: the config's).")
+    var broker: String?
+
+    @Option(help: "Broker user name (default: the config's).")
+    var username: String?
+
+    @Option(help: "File whose first line is the broker password.")
+    var passwordFile: String?
+
+    @Option(name: .customLong("ca-file"), help: "CA certificate file for mqtts:// (default: the config's).")
+    var caFile: String?
+
+    @Option(name: .customLong("raw"), help: "Publish this file's bytes as they are (\"-\": standard input), unsigned.")
+    var raw: String?
+
+    func run() throws {
+        var payload: [UInt8]
+        var configuration: PushConfiguration?
+        var device = message.device
+        if let raw {
+            let data =
+                raw == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: raw)
+            guard let data else { throw ValidationError("cannot read \(raw)") }
+            payload = Array(data)
+            configuration = try message.config.map(loadConfiguration)
+        } else {
+            let (signed, loaded) = try message.message()
+            payload = signed.payload()
+            configuration = loaded
+            device = signed.device
+        }
+        var publisher: Publisher
+        if let configuration {
+            publisher = Publisher(configuration: configuration)
+        } else {
+            guard broker != nil else { throw ValidationError("give --broker or --config") }
+            publisher = Publisher(broker: MQTTEndpoint(host: "", port: 0, tls: false))
+        }
+        if let broker {
+            do { publisher.broker = try MQTTEndpoint(url: broker) } catch { throw ValidationError(error.description) }
+        }
+        if let username { publisher.username = username }
+        if let passwordFile {
+            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                throw ValidationError("cannot read \(passwordFile)")
+            }
+            publisher.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        if let caFile { publisher.tls.caFile = caFile }
+        guard let topic = topic ?? configuration?.topics.first ?? device.map(PushConfiguration.defaultTopic) else {
+            throw ValidationError("give --topic, --device or --config")
+        }
+        do {
+            try publisher.publish(topic: topic, payload: payload)
+        } catch {
+            FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+            throw ExitCode(4)
+        }
+        print(String(decoding: payload, as: UTF8.self))
+    }
+}

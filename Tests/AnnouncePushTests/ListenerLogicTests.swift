@@ -1,0 +1,166 @@
+import AnnounceCore
+import AnnounceMQTT
+import AnnouncePush
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+/// Configuration, backoff and status prompt throttling: pure logic on injected clocks.
+struct ListenerLogicTests {
+    /// The shipped example, with real keys put in, is valid and means what its comments say. As shipped (placeholder
+    /// keys) it is refused, so an unconfigured terminal does not start with made-up keys.
+    @Test func theExampleConfigurationIsValidAndSaysWhatItShows() throws {
+        let example = try String(contentsOfFile: "\(Paths.root)/examples/push.toml", encoding: .utf8)
+        let directory = try Paths.temporaryDirectory("conf")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "s3cret\n".write(toFile: "\(directory)/push-broker.pass", atomically: true, encoding: .utf8)
+
+        let shipped = #expect(throws: AnnounceError.self) {
+            try PushConfiguration.parse(example, source: "push.toml", directory: directory)
+        }
+        #expect(shipped?.message.contains("keys") == true, "\(String(describing: shipped))")
+
+        let text = example.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            if line.hasPrefix("k2026a = ") { return "k2026a = \"hex:00112233445566778899aabbccddeeff\"" }
+            if line.hasPrefix("k2026b = ") {
+                return "k2026b = \"base64:\(Data(repeating: 1, count: 32).base64EncodedString())\""
+            }
+            return String(line)
+        }.joined(separator: "\n")
+        let c = try PushConfiguration.parse(text, source: "push.toml", directory: directory)
+        #expect(c.device == "T1000123")
+        #expect(c.broker == MQTTEndpoint(host: "mqtt.example.com", port: 8883, tls: true))
+        #expect(c.clientID == "announce-T1000123")
+        #expect(c.username == "T1000123")
+        #expect(c.password == "s3cret")
+        #expect(c.topics == ["announce/T1000123/payments"])
+        #expect(c.cleanSession == false)
+        #expect(c.keepaliveSeconds == 30)
+        #expect(c.tls.caFile == "\(directory)/push-ca.pem")
+        #expect(c.keyring.ids == ["k2026a", "k2026b"])
+        #expect(c.maximumAgeSeconds == 600)
+        #expect(c.maximumFutureSeconds == 60)
+        #expect(c.holdSeconds == 5)
+        #expect(c.reconnect == Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
+        #expect(c.socketPath == "/run/announce/announce.sock")
+    }
+
+    @Test func minimalConfigurationGetsTheDocumentedDefaults() throws {
+        let c = try PushConfiguration.parse(
+            """
+            device = "T9"
+            [broker]
+            url = "mqtt://127.0.0.1:1883"
+            [keys]
+            k1 = "hex:00112233445566778899aabbccddeeff"
+            """)
+        #expect(c.topics == ["announce/T9/payments"])
+        #expect(c.clientID == "announce-T9")
+        #expect(c.cleanSession == false)
+        #expect(c.holdSeconds == 5)
+        #expect(c.prompts.lostPrompt == "network-lost")
+        #expect(c.prompts.restoredPrompt == "network-restored")
+        #expect(c.prompts.connectedPrompt == "server-connected")
+    }
+
+    @Test func configurationMistakesNameTheKey() {
+        let base = "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\n"
+        let key = "[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n"
+        let cases: [(String, String)] = [
+            (base + key + "[broker.tls]\nca_file = \"x\"\n", "use mqtts://"),
+            (base + "keepalive = \"soon\"\n" + key, "broker.keepalive"),
+            (base + "colour = \"red\"\n" + key, "broker.colour: unknown key"),
+            (base, "keys: at least one key"),
+            ("[broker]\nurl = \"mqtt://h\"\n" + key, "device: is required"),
+            ("device = \"T9\"\n[broker]\nurl = \"http://h\"\n" + key, "broker.url"),
+            (base + key.replacingOccurrences(of: "0011", with: ""), "bytes; at least 16"),
+            (base + key + "[daemon]\nhold = 60\n", "daemon.hold: daemon.hold + daemon.timeout must be shorter than broker.keepalive"),
+            (base + "password = \"x\"\n" + key, "broker.password: needs broker.username"),
+            (base + "keepalive = \"8s\"\n" + key, "daemon.hold + daemon.timeout must be shorter"),
+            ("device = 'T9'\n[broker\n", "line"),
+        ]
+        for (text, expected) in cases {
+            let error = #expect(throws: AnnounceError.self, "\(expected)") { try PushConfiguration.parse(text) }
+            #expect(
+                error?.message.contains(expected) == true, "\(String(describing: error)) should mention \(expected)")
+        }
+    }
+
+    @Test func backoffDoublesUpToTheCapAndResets() {
+        var backoff = Backoff(Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
+        let ceilings = (0..<9).map { _ in backoff.next(random: 1) }
+        #expect(ceilings == [1, 2, 4, 8, 16, 32, 60, 60, 60])
+        var jittered = Backoff(Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
+        #expect(jittered.next(random: 0) == 0.5)
+        #expect(jittered.next(random: 0) == 1)
+        backoff.reset()
+        #expect(backoff.next(random: 1) == 1)
+        // Many failures never overflow.
+        for _ in 0..<200 { _ = backoff.next() }
+        #expect(backoff.next(random: 1) == 60)
+    }
+
+    /// Runs events at times (seconds) and polls every 0.5 s, returning (time, prompt) spoken.
+    func simulate(_ policy: StatusPrompter.Policy = .init(), until end: Double, events: [(Double, Bool)]) -> [(
+        Double, String
+    )] {
+        var prompter = StatusPrompter(policy: policy, now: 0)
+        var spoken: [(Double, String)] = []
+        var pending = events.sorted { $0.0 < $1.0 }
+        var t = 0.0
+        while t <= end {
+            while let event = pending.first, event.0 <= t {
+                pending.removeFirst()
+                if event.1 { prompter.connected(now: event.0) } else { prompter.disconnected(now: event.0) }
+            }
+            while let prompt = prompter.poll(now: t) { spoken.append((t, prompt)) }
+            t += 0.5
+        }
+        return spoken
+    }
+
+    @Test func firstConnectionSaysServerConnectedOnce() {
+        let spoken = simulate(until: 100, events: [(1, true)])
+        #expect(spoken.map(\.1) == ["server-connected"])
+    }
+
+    @Test func shortBlipsSayNothingAndARealOutageSaysLostThenRestored() {
+        let blips = simulate(until: 100, events: [(1, true), (20, false), (25, true), (40, false), (49, true)])
+        #expect(blips.map(\.1) == ["server-connected"])
+        let outage = simulate(until: 100, events: [(1, true), (20, false), (45, true)])
+        #expect(outage.map(\.1) == ["server-connected", "network-lost", "network-restored"])
+        #expect(outage[1].0 == 30)  // lost_after (10 s) after the drop
+    }
+
+    /// A link flapping every 15 s for 5 minutes: at most one lost/restored pair per minimum interval (60 s).
+    @Test func flappingLinkDoesNotChatter() {
+        var events: [(Double, Bool)] = [(0, true)]
+        var t = 10.0
+        while t < 300 {
+            events.append((t, false))  // down 12 s (long enough to count as lost) …
+            events.append((t + 12, true))  // … up 3 s
+            t += 15
+        }
+        let spoken = simulate(until: 400, events: events)
+        let lost = spoken.filter { $0.1 == "network-lost" }.map(\.0)
+        #expect(lost.count <= 6, "\(spoken)")
+        for (a, b) in zip(lost, lost.dropFirst()) { #expect(b - a >= 60) }
+        // Lost and restored alternate, and the link ended up: the last word is "restored".
+        let words = spoken.dropFirst().map(\.1)
+        for (index, word) in words.enumerated() {
+            #expect(word == (index.isMultiple(of: 2) ? "network-lost" : "network-restored"))
+        }
+        #expect(spoken.last?.1 == "network-restored")
+    }
+
+    @Test func neverConnectingSaysLostOnceAndConnectingLaterSaysServerConnected() {
+        let spoken = simulate(until: 300, events: [(200, true)])
+        #expect(spoken.map(\.1) == ["network-lost", "server-connected"])
+    }
+
+    @Test func disabledPromptsSayNothing() {
+        var policy = StatusPrompter.Policy()
+        policy.enabled = false
+        #expect(simulate(policy, until: 100, events: [(1, true), (20, false), (45, true)]).isEmpty)
+    }
+}

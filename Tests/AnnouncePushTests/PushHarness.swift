@@ -1,0 +1,149 @@
+import AnnounceClient
+import AnnounceCore
+import AnnounceTestSupport
+import Foundation
+
+/// A push listener set up for a test: its config (pointing at a test broker and a test daemon), the real
+/// `announce-push` process, and the real publisher tool.
+final class PushSetup: Sendable {
+    static let keyHex = "8f3a9c0d5b7e21466f0a1c3e5d7b9f218f3a9c0d5b7e21466f0a1c3e5d7b9f21"
+    static let otherKeyHex = "0000000000000000000000000000000000000000000000000000000000000001"
+
+    let directory: String
+    let configPath: String
+    let device = "T1"
+
+    init(
+        broker: Broker, socket: String, url: String? = nil, extra: String = "", tls: String = "",
+        daemon: String = "hold = \"1s\""
+    ) throws {
+        directory = try Paths.temporaryDirectory("push")
+        configPath = "\(directory)/push.toml"
+        let config = """
+            device = "\(device)"
+            socket = "\(socket)"
+            log_level = "debug"
+
+            [broker]
+            url = "\(url ?? broker.url)"
+            client_id = "announce-T1-\(UInt32.random(in: 0...UInt32.max))"
+            keepalive = "10s"
+            connect_timeout = "5s"
+            reconnect_min = "200ms"
+            reconnect_max = "1s"
+            \(tls)
+
+            [daemon]
+            \(daemon)
+
+            [keys]
+            k1 = "hex:\(Self.keyHex)"
+
+            [prompts]
+            lost_after = "1s"
+            min_interval = "2s"
+            \(extra)
+            """
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Starts `announce-push run`, by default waiting until it has subscribed.
+    func startListener(waitForSubscription: Bool = true, as identity: Identity? = nil) async throws
+        -> BackgroundProcess
+    {
+        let listener = try await BackgroundProcess.start(
+            "\(Paths.bin)/announce-push", ["run", "--config", configPath], identity: identity,
+            logFile: "\(directory)/push.log")
+        if waitForSubscription { try await listener.waitForLog("subscribed") }
+        return listener
+    }
+
+    /// Runs the real publisher tool with this config (`announce-push publish --config … ARGS`).
+    @discardableResult
+    func publish(_ arguments: [String]) async throws -> CommandResult {
+        let result = try await run("\(Paths.bin)/announce-push", ["publish", "--config", configPath] + arguments)
+        guard result.status == 0 else { throw HarnessError("publish \(arguments) failed: \(result)") }
+        return result
+    }
+
+    /// `announce-push sign --config … ARGS`: the signed payload.
+    func sign(_ arguments: [String]) async throws -> String {
+        let result = try await run("\(Paths.bin)/announce-push", ["sign", "--config", configPath] + arguments)
+        guard result.status == 0 else { throw HarnessError("sign \(arguments) failed: \(result)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Publishes raw bytes (unsigned, as given) with the publisher tool.
+    func publishRaw(_ payload: String) async throws {
+        let file = "\(directory)/raw-\(UInt32.random(in: 0...UInt32.max)).json"
+        try payload.write(toFile: file, atomically: true, encoding: .utf8)
+        try await publish(["--raw", file])
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+}
+
+/// Runs `body` with a listener for `broker` and `daemon`; stops it and removes its folder afterwards.
+func withListener<T>(
+    broker: Broker, socket: String, url: String? = nil, extra: String = "", tls: String = "",
+    daemon: String = "hold = \"1s\"", waitForSubscription: Bool = true,
+    _ body: (PushSetup, BackgroundProcess) async throws -> T
+) async throws -> T {
+    let setup = try PushSetup(broker: broker, socket: socket, url: url, extra: extra, tls: tls, daemon: daemon)
+    defer { setup.remove() }
+    let listener = try await setup.startListener(waitForSubscription: waitForSubscription)
+    do {
+        let result = try await body(setup, listener)
+        _ = try? await listener.stop()
+        return result
+    } catch {
+        _ = try? await listener.stop()
+        throw error
+    }
+}
+
+extension DaemonProcess {
+    /// Every job the daemon remembers (`history`), newest first.
+    func history() async throws -> [JobInfo] {
+        try await reply(Request(op: "history", limit: 1000)).jobs ?? []
+    }
+
+    /// The jobs for each order id.
+    func jobs(order: String) async throws -> [JobInfo] {
+        try await history().filter { $0.order == order }
+    }
+
+    /// Waits until every order has a job that has been spoken; returns the history then.
+    @discardableResult
+    func waitUntilSpoken(_ orders: [String], timeout: Duration = .seconds(60)) async throws -> [JobInfo] {
+        let deadline = ContinuousClock.now + timeout
+        var jobs: [JobInfo] = []
+        while ContinuousClock.now < deadline {
+            jobs = (try? await history()) ?? []
+            let spoken = Set(jobs.filter { $0.state == .spoken }.compactMap(\.order))
+            if orders.allSatisfy(spoken.contains) { return jobs }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw HarnessError(
+            "not all of \(orders) were spoken; history: \(jobs.map { "\($0.order ?? "-"):\($0.state)" })")
+    }
+
+    /// Waits until a status prompt named `name` has been spoken `count` times.
+    func waitUntilPromptSpoken(_ name: String, count: Int = 1, timeout: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let spoken = ((try? await history()) ?? []).filter { $0.prompt == name && $0.state == .spoken }
+            if spoken.count >= count { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let history = (try? await history()) ?? []
+        throw HarnessError("prompt \(name) was not spoken \(count) time(s); history: \(history)")
+    }
+}
+
+extension BackgroundProcess {
+    /// How many log lines contain all of `parts`.
+    func logLines(containing parts: String...) -> [Substring] {
+        log.split(separator: "\n").filter { line in parts.allSatisfy { line.contains($0) } }
+    }
+}

@@ -1,0 +1,206 @@
+import AnnounceCore
+import AnnouncePush
+import AnnounceTestSupport
+import Crypto
+import Foundation
+import Testing
+
+/// The message format, its canonical text, the signature and the time window: pure logic, no broker, no C.
+struct SignatureTests {
+    static let keyHex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+    static let now: Int64 = 1_795_415_589_123
+
+    let keyring: Keyring
+    let verifier: PushVerifier
+
+    init() throws {
+        keyring = try Keyring(encoded: ["k1": "hex:\(Self.keyHex)"])
+        verifier = PushVerifier(device: "T1", keyring: keyring, maximumAgeMs: 600_000, maximumFutureMs: 60_000)
+    }
+
+    func message(
+        order: String = "A-0001", amount: PushAmount = .text("100.00"), channel: String = "alipay",
+        refund: Bool = false, createdAt: Int64 = now, device: String = "T1", kid: String = "k1"
+    ) -> PushMessage {
+        PushMessage(
+            device: device, order: order, amount: amount, currency: "CNY", channel: channel, refund: refund,
+            createdAt: createdAt, keyID: kid)
+    }
+
+    func signed(_ message: PushMessage) throws -> PushMessage {
+        PushSigner.sign(message, key: try #require(keyring.key(message.keyID)))
+    }
+
+    /// The canonical text is the documented one (docs/push.md): fixed order, defaults filled in.
+    @Test func canonicalTextIsTheDocumentedOne() {
+        #expect(
+            message().canonical
+                == "announce-push/1\ndevice=T1\nkid=k1\norder=A-0001\namount=100.00\ncurrency=CNY\nchannel=alipay\n"
+                + "refund=false\ncreated_at=1795415589123")
+        #expect(message(amount: .fen(10000), refund: true).canonical.contains("\nfen=10000\n"))
+        #expect(message(amount: .fen(10000), refund: true).canonical.contains("\nrefund=true\n"))
+    }
+
+    /// Our HMAC agrees with an independent implementation (openssl), so a payment service in any language that
+    /// follows docs/push.md produces signatures the listener accepts.
+    @Test func signatureAgreesWithOpenSSL() async throws {
+        let text = message().canonical
+        let file = "/tmp/ann-canonical-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let result = try await run(
+            "/usr/bin/openssl", ["dgst", "-sha256", "-mac", "HMAC", "-macopt", "hexkey:\(Self.keyHex)", "-r", file])
+        #expect(result.status == 0, "\(result)")
+        let openssl = String(result.stdout.prefix(64))
+        #expect(try signed(message()).signature == openssl)
+    }
+
+    @Test func signedMessageIsAcceptedAndBecomesASayWithTheOrder() throws {
+        let payment = try verifier.verify(signed(message()).payload(), nowMs: Self.now + 1000)
+        #expect(payment.amount == (try Amount(parsing: "100.00")))
+        #expect(payment.request.op == "say")
+        #expect(payment.request.order == "A-0001")
+        #expect(payment.request.fen == 10000)
+        #expect(payment.request.channel == "alipay")
+        #expect(payment.request.refund == false)
+        let fen = try verifier.verify(signed(message(amount: .fen(850), refund: true)).payload(), nowMs: Self.now)
+        #expect(fen.amount.fen == 850)
+        #expect(fen.request.refund == true)
+    }
+
+    /// Changing any signed field after signing breaks the signature.
+    @Test func everyFieldIsCoveredBySignature() throws {
+        let original = try signed(message())
+        var tampered: [PushMessage] = []
+        for change in [
+            { (m: inout PushMessage) in m.order = "A-0002" }, { $0.amount = .text("1000.00") },
+            { $0.amount = .fen(10000) }, { $0.currency = "USD" }, { $0.channel = "wechat" }, { $0.refund = true },
+            { $0.createdAt += 1 },
+        ] {
+            var copy = original
+            change(&copy)
+            tampered.append(copy)
+        }
+        let wide = PushVerifier(
+            device: "T1", keyring: keyring, maximumAgeMs: 600_000, maximumFutureMs: 60_000, currencies: ["CNY", "USD"])
+        for message in tampered {
+            let error = #expect(throws: AnnounceError.self) { try wide.verify(message.payload(), nowMs: Self.now) }
+            #expect(error?.code == .badSignature, "\(message.canonical)")
+        }
+    }
+
+    @Test func forgedUnknownKeyAndWrongDeviceAreRefusedWithTheirReasons() throws {
+        var forged = try signed(message())
+        forged.signature = String(repeating: "ab", count: 32)
+        #expect(code { try verifier.verify(forged.payload(), nowMs: Self.now) } == .badSignature)
+
+        // Signed with another key under the right id.
+        let other = PushSigner.sign(message(), key: SymmetricKey(data: Array(repeating: UInt8(7), count: 32)))
+        #expect(code { try verifier.verify(other.payload(), nowMs: Self.now) } == .badSignature)
+
+        let unknown = PushSigner.sign(message(kid: "k9"), key: try #require(keyring.key("k1")))
+        #expect(code { try verifier.verify(unknown.payload(), nowMs: Self.now) } == .unknownKey)
+
+        // Properly signed with this key, but for another device.
+        let elsewhere = try signed(message(device: "T2"))
+        #expect(code { try verifier.verify(elsewhere.payload(), nowMs: Self.now) } == .wrongDevice)
+    }
+
+    /// The window: exactly max age old and exactly max skew ahead are accepted, one millisecond more is not.
+    @Test func timestampWindowEdges() throws {
+        let payload = try signed(message()).payload()
+        #expect(throws: Never.self) { try verifier.verify(payload, nowMs: Self.now + 600_000) }
+        #expect(code { try verifier.verify(payload, nowMs: Self.now + 600_001) } == .stale)
+        #expect(throws: Never.self) { try verifier.verify(payload, nowMs: Self.now - 60_000) }
+        #expect(code { try verifier.verify(payload, nowMs: Self.now - 60_001) } == .future)
+        #expect(code { try verifier.verify(payload, nowMs: Self.now + 86_400_000) } == .stale)
+    }
+
+    /// A key ring with two keys accepts both during a rotation; once the old one is removed, its messages are refused.
+    @Test func keyRotation() throws {
+        let rotating = try Keyring(encoded: [
+            "k1": "hex:\(Self.keyHex)", "k2": "base64:\(Data(repeating: 9, count: 32).base64EncodedString())",
+        ])
+        let during = PushVerifier(device: "T1", keyring: rotating, maximumAgeMs: 600_000, maximumFutureMs: 60_000)
+        let old = PushSigner.sign(message(kid: "k1"), key: try #require(rotating.key("k1")))
+        let new = PushSigner.sign(message(kid: "k2"), key: try #require(rotating.key("k2")))
+        #expect(throws: Never.self) { try during.verify(old.payload(), nowMs: Self.now) }
+        #expect(throws: Never.self) { try during.verify(new.payload(), nowMs: Self.now) }
+        let after = PushVerifier(
+            device: "T1",
+            keyring: try Keyring(encoded: ["k2": "base64:\(Data(repeating: 9, count: 32).base64EncodedString())"]),
+            maximumAgeMs: 600_000, maximumFutureMs: 60_000)
+        #expect(code { try after.verify(old.payload(), nowMs: Self.now) } == .unknownKey)
+        #expect(throws: Never.self) { try after.verify(new.payload(), nowMs: Self.now) }
+    }
+
+    @Test func malformedPayloadsAreRefusedWithAReason() throws {
+        let good = String(decoding: try signed(message()).payload(), as: UTF8.self)
+        func variant(_ transform: (inout [String: Any]) -> Void) -> [UInt8] {
+            var object = (try? JSONSerialization.jsonObject(with: Data(good.utf8))) as? [String: Any] ?? [:]
+            transform(&object)
+            return Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data())
+        }
+        let cases: [(String, [UInt8])] = [
+            ("not JSON", Array("garbage \u{1}\u{2}".utf8)),
+            ("a JSON array", Array("[1,2]".utf8)),
+            ("empty", []),
+            ("too long", Array(repeating: UInt8(ascii: " "), count: PushMessage.maximumPayloadBytes + 1)),
+            ("no order", variant { $0["order"] = nil }),
+            ("no signature", variant { $0["sig"] = nil }),
+            ("no created_at", variant { $0["created_at"] = nil }),
+            ("no amount", variant { $0["amount"] = nil }),
+            ("amount and fen", variant { $0["fen"] = 10000 }),
+            ("amount a number", variant { $0["amount"] = 100 }),
+            ("refund a string", variant { $0["refund"] = "yes" }),
+            ("created_at a string", variant { $0["created_at"] = "yesterday" }),
+            ("newline in order", variant { $0["order"] = "A\ndevice=T2" }),
+            ("newline in amount", variant { $0["amount"] = "100.00\nchannel=x" }),
+            ("order too long", variant { $0["order"] = String(repeating: "9", count: 65) }),
+            ("bad channel", variant { $0["channel"] = "Ali Pay" }),
+            ("bad currency", variant { $0["currency"] = "yuan" }),
+            ("short signature", variant { $0["sig"] = "abcd" }),
+            ("version 2", variant { $0["v"] = 2 }),
+        ]
+        for (name, payload) in cases {
+            let error = #expect(throws: AnnounceError.self, "\(name)") { try verifier.verify(payload, nowMs: Self.now) }
+            #expect(error?.code == .malformed, "\(name): \(String(describing: error))")
+            #expect(error?.message.isEmpty == false)
+        }
+    }
+
+    /// Signed, but the amount cannot be spoken: refused here with the amount reader's own reason.
+    @Test func unreadableAmountsAreRefused() throws {
+        for amount in ["abc", "0", "-5", "1.234", "1e5"] {
+            let payload = try signed(message(amount: .text(amount))).payload()
+            #expect(code { try verifier.verify(payload, nowMs: Self.now) } == .invalidAmount, "\(amount)")
+        }
+        #expect(
+            code { try verifier.verify(try signed(message(amount: .fen(0))).payload(), nowMs: Self.now) }
+                == .invalidAmount)
+    }
+
+    @Test func unsupportedCurrencyIsRefused() throws {
+        var usd = message()
+        usd.currency = "USD"
+        #expect(code { try verifier.verify(try signed(usd).payload(), nowMs: Self.now) } == .malformed)
+    }
+
+    @Test func keysMustBeLongEnoughAndWellFormed() {
+        #expect(throws: AnnounceError.self) { try Keyring(encoded: ["k1": "hex:0011"]) }
+        #expect(throws: AnnounceError.self) { try Keyring(encoded: ["k1": "hex:xyz"]) }
+        #expect(throws: AnnounceError.self) { try Keyring(encoded: ["k1": "plain-text-secret-of-some-length"]) }
+        #expect(throws: AnnounceError.self) { try Keyring(encoded: ["bad id": "hex:\(Self.keyHex)"]) }
+    }
+
+    private func code(_ body: () throws -> VerifiedPayment) -> AnnounceError.Code? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as AnnounceError {
+            return error.code
+        } catch {
+            return nil
+        }
+    }
+}
