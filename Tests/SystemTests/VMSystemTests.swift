@@ -1,0 +1,372 @@
+import AnnounceCore
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+/// The terminal as deployed, checked in a VM with a real kernel (Debian's), real ALSA drivers (snd-dummy,
+/// snd-aloop), real systemd and the project's own `make install` and unit files (docs/deployment.md).
+/// What the speaker gets is captured on hw:Loopback,1,0 and compared with `announce-ctl render`.
+@Suite struct VMSystemTests {
+    @Test func makeInstallSetsUpUsersUnitsAndAVerifiedHardenedService() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("install")
+        #expect(facts.status("make_install") == 0, "\(facts["make_install"])")
+        #expect(facts.status("sysusers") == 0 && facts.status("tmpfiles") == 0, "\(facts.summary)")
+        #expect(facts.status("enable") == 0, "\(facts["enable"])")
+        #expect(facts["id"].contains("(audio)"), "announce is not in the audio group: \(facts["id"])")
+        #expect(facts["cards"].contains("Loopback") && facts["cards"].contains("Dummy"), "\(facts["cards"])")
+        #expect(facts.status("verify") == 0 && facts["verify"].isEmpty, "systemd-analyze verify: \(facts["verify"])")
+        // systemd-analyze security on the running system: exposure at most 2.0 (its --threshold=20).
+        #expect(facts.status("security") == 0, "\(facts["security"])")
+        let exposure = try #require(Self.exposure(facts["exposure"]), "\(facts["exposure"])")
+        #expect(exposure <= 2.0, "\(facts["exposure"])")
+        #expect(facts.status("push_security") == 0, "\(facts["push_security"])")
+        let pushExposure = try #require(Self.exposure(facts["push_exposure"]), "\(facts["push_exposure"])")
+        #expect(pushExposure <= 2.0, "\(facts["push_exposure"])")
+        // Only the daemon's example becomes configuration; the push listener's (placeholder keys) is documentation.
+        #expect(facts["etc_announce"] == "announced.toml", "\(facts.summary)")
+        #expect(facts["push_example"] == "/usr/share/doc/announce/examples/push.toml", "\(facts.summary)")
+        #expect(facts["push_config"].contains("No such file"), "\(facts.summary)")
+        // docs/asound.conf's softvol controls exist on card 0 (the loopback).
+        #expect(facts["controls"].contains("'Master'") && facts["controls"].contains("'Music'"), "\(facts["controls"])")
+    }
+
+    @Test func socketActivatedSayIsHeardAsTheOfflineRender() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("activation")
+        #expect(facts["service_before"] == "inactive", "the daemon ran before anyone asked: \(facts.summary)")
+        #expect(facts["socket_unit"] == "active")
+        #expect(facts["socket_file"] == "root announce 660", "\(facts["socket_file"])")
+        #expect(facts.status("say") == 0, "\(facts["say"])")
+        #expect(facts["say"].contains("job 1 spoken"), "\(facts["say"])")
+        #expect(facts["service_after"] == "active")
+        #expect(facts["status_text"] == "listening on /run/announce/announce.sock", "\(facts["status_text"])")
+
+        let heard = try facts.capture("heard")
+        let expected = try facts.render("expected")
+        let match = AudioMatch.correlation(expected: expected, captured: heard)
+        #expect(match.value > 0.95, "hw:Loopback,1,0 did not get 到账一百元 (correlation \(match.value))")
+        let heardLength = try #require(AudioMatch.end(heard)) - (try #require(AudioMatch.onset(heard)))
+        let expectedLength = try #require(AudioMatch.end(expected)) - (try #require(AudioMatch.onset(expected)))
+        #expect(abs(heardLength - expectedLength) < 16_000 / 20, "heard \(heardLength) samples, expected \(expectedLength)")
+    }
+
+    @Test func daemonRunsConfinedAsItsOwnUser() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("confinement")
+        let credentials = facts["credentials"].split(separator: " ")
+        #expect(credentials.count == 3, "\(facts["credentials"])")
+        #expect(credentials.first == "announce" && credentials.dropFirst().first == "announce", "\(facts.summary)")
+        #expect(credentials.last?.split(separator: ",").contains("audio") == true, "\(facts.summary)")
+        #expect(facts["no_new_privs"] == "1")
+        #expect(facts["effective_capabilities"] == "0000000000000000")
+        #expect(facts["seccomp"] == "2", "no system call filter: \(facts.summary)")
+        #expect(facts["state_dir"] == "announce announce 750")
+    }
+
+    @Test func thePushListenersUserMaySpeakAndOthersCannotConnect() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("access")
+        #expect(facts.status("push_user_say") == 0 && facts["push_user_say"].contains("spoken"),
+                "announce-push could not make it speak: \(facts["push_user_say"])")
+        // Not in group announce: the socket's mode (0660) refuses the connection (exit 4: unreachable).
+        #expect(facts.status("stranger_ping") == 4, "\(facts["stranger_ping"])")
+        #expect(facts["stranger_ping"].contains("ermission denied"), "\(facts["stranger_ping"])")
+        // In group announce but not in control_users: may read, may not speak (exit 3: refused, unauthorized).
+        #expect(facts.status("staff_say") == 3 && facts["staff_say"].contains("unauthorized"), "\(facts["staff_say"])")
+        #expect(facts.status("staff_status") == 0, "\(facts["staff_status"])")
+    }
+
+    @Test func pushListenerUnderItsUnitTurnsASignedPublishIntoOneSpokenJob() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("push")
+        // Not configured: skipped by ConditionPathExists, nothing failed.
+        let unconfigured = facts["unconfigured"].split(separator: "\n")
+        for property in ["ActiveState=inactive", "Result=success", "ConditionResult=no", "NRestarts=0"] {
+            #expect(unconfigured.contains(Substring(property)), "\(facts["unconfigured"])")
+        }
+        // The example's placeholder keys: exit 2 (configuration), once: RestartPreventExitStatus stops a loop.
+        let placeholder = facts["placeholder"].split(separator: "\n")
+        for property in ["ActiveState=failed", "Result=exit-code", "ExecMainStatus=2", "NRestarts=0"] {
+            #expect(placeholder.contains(Substring(property)), "\(facts["placeholder"])")
+        }
+        #expect(facts["placeholder_journal"].contains("key"), "the problem is not in the journal: \(facts["placeholder_journal"])")
+        // Configured: connects to the real broker as its own user with the socket's group.
+        #expect(facts["connected"] == "yes", "\(facts["journal"])")
+        let credentials = facts["credentials"].split(separator: " ")
+        #expect(credentials.first == "announce-push" && credentials.last?.split(separator: ",").contains("announce") == true,
+                "\(facts["credentials"])")
+        #expect(facts.status("publish") == 0 && facts.status("publish_again") == 0, "\(facts.summary)")
+        #expect(facts["journal"].contains("payment forwarded"), "\(facts["journal"])")
+        #expect(facts["duplicate_logged"] == "yes", "the second delivery was not answered duplicate: \(facts["journal"])")
+        #expect(facts["service"] == "active", "\(facts["journal"])")
+        // The daemon's account: one job for the order, spoken.
+        let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-PUSH-1" }
+        #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.amount == "100.00", "\(facts["history"])")
+        // What the speaker got: 到账一百元 once.
+        let heard = try facts.capture("heard")
+        let expected = try facts.render("expected")
+        let match = AudioMatch.correlation(expected: expected, captured: heard)
+        #expect(match.value > 0.95, "the pushed payment was not heard as rendered (correlation \(match.value))")
+        let parts = Self.sounds(in: heard, silence: 16_000 * 3 / 10)
+        #expect(parts.count == 1, "expected one announcement, heard \(parts.count) sounds")
+    }
+
+    @Test func masterBelowTheThresholdIsRaisedForTheAlertAndPutBack() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("volume_threshold")
+        let scale = try #require(Self.softvolScale(facts["master_tlv"]), "\(facts["master_tlv"])")
+        let before = try #require(Self.mixer(facts["master_before"]), "\(facts["master_before"])")
+        let during = try #require(Self.mixer(facts["master_during"]), "\(facts["master_during"])")
+        let after = try #require(Self.mixer(facts["master_after"]), "\(facts["master_after"])")
+        // examples/announced.toml: volume_threshold = 60 (alsamixer's scale).
+        let threshold = try VolumeMapping.raw(for: .percent(60), scale: scale, element: "Master")
+        #expect(before.raw.allSatisfy { $0 == 76 }, "\(facts["master_before"])")
+        #expect(during.raw.allSatisfy { $0 >= threshold }, "not raised to 60% (raw \(threshold)): \(facts["master_during"])")
+        #expect(after.raw == before.raw, "not put back: \(facts["master_after"])")
+        // Heard at the raised level: the capture is the render times the gain amixer showed during the alert.
+        let heard = try facts.capture("heard")
+        let expected = try facts.render("expected")
+        let match = AudioMatch.correlation(expected: expected, captured: heard)
+        #expect(match.value > 0.95, "correlation \(match.value)")
+        let gain = try Self.level(heard) - Self.level(expected)
+        let duringDecibels = try #require(during.decibels.min())
+        #expect(abs(gain - duringDecibels) < 1.5,
+                "heard \(gain) dB relative to the render, amixer said \(duringDecibels) dB during the alert")
+    }
+
+    @Test func musicThroughDmixIsDuckedWhileTheAnnouncementPlaysAndRestoredAfter() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("duck")
+        let before = try #require(Self.mixer(facts["music_before"]), "\(facts["music_before"])")
+        let during = try #require(Self.mixer(facts["music_during"]), "\(facts["music_during"])")
+        let after = try #require(Self.mixer(facts["music_after"]), "\(facts["music_after"])")
+        #expect(!facts["music.log"].contains("open error"), "the music player (user nobody, group audio) failed: \(facts["music.log"])")
+        // duck_db = 20 in examples/announced.toml (docs/asound.conf gives the control softvol's dB scale).
+        #expect(!before.decibels.isEmpty && !during.decibels.isEmpty, "Music has no dB: \(facts["music_during"])")
+        #expect(zip(before.decibels, during.decibels).allSatisfy { $0 - $1 >= 19 }, "\(facts["music_during"])")
+        #expect(after.raw == before.raw, "Music not restored: \(facts["music_after"])")
+
+        // What the speaker got: the 6 kHz music tone and the announcement mixed. Find the announcement with the
+        // tone notched out of both signals (past the click where the music starts), then read the tone's level
+        // per 100 ms window before, during and after it.
+        let heard = try facts.capture("heard")
+        let expected = try facts.render("expected")
+        let musicStart = try #require(AudioMatch.onset(heard), "nothing was heard")
+        let searchFrom = min(heard.count, musicStart + 8_000)
+        let match = AudioMatch.correlation(
+            expected: Self.notch(expected), captured: Array(Self.notch(heard)[searchFrom...]))
+        #expect(match.value > 0.95, "the announcement is not in the mix (correlation \(match.value))")
+        let speechStart = searchFrom + (try #require(AudioMatch.onset(expected))) + match.lag
+        let speechEnd = searchFrom + (try #require(AudioMatch.end(expected))) + match.lag
+        let window = 1_600
+        let levels = stride(from: musicStart, to: heard.count - window, by: window).map {
+            (start: $0, level: Self.toneLevel(heard[$0..<$0 + window]))
+        }
+        let musicEnd = try #require(levels.last(where: { $0.level > -40 })?.start)
+        let beforeLevels = levels.filter { $0.start >= musicStart + 4_800 && $0.start + window <= speechStart - 4_800 }
+        // The fade (duck_ramp_ms 150) runs beside the first samples by design (the announcement is never held up
+        // by it); on the emulated CPU it ends within about half a second. From 0.6 s on, all of it is ducked.
+        let duringLevels = levels.filter { $0.start >= speechStart + 9_600 && $0.start + window <= speechEnd }
+        let afterLevels = levels.filter { $0.start >= speechEnd + 8_000 && $0.start + window <= musicEnd }
+        #expect(beforeLevels.count >= 5 && duringLevels.count >= 20 && afterLevels.count >= 5,
+                "\(beforeLevels.count) / \(duringLevels.count) / \(afterLevels.count) windows")
+        let music = Self.median(beforeLevels.map(\.level))
+        let loudestDucked = duringLevels.map(\.level).max() ?? 0
+        let restored = Self.median(afterLevels.map(\.level))
+        if let ducked = levels.first(where: { $0.start >= speechStart && $0.level < music - 15 }) {
+            print("duck: music 15 dB down \((ducked.start + window - speechStart) * 1000 / 16_000) ms after the first sample")
+        }
+        #expect(music > -20, "no music before the announcement (\(music) dB)")
+        #expect(music - loudestDucked >= 15, "music at \(music) dB, during the announcement up to \(loudestDucked) dB")
+        #expect(abs(restored - music) < 1, "music at \(music) dB before, \(restored) dB after")
+    }
+
+    @Test func reloadRereadsTheConfigurationInTheSameProcess() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("reload")
+        #expect(facts.status("reload") == 0, "\(facts["reload"])")
+        #expect(facts["logged"] == "yes", "no 'SIGHUP: reloading' from the daemon: \(facts.summary)")
+        #expect(facts["pid_after"] == facts["pid_before"] && facts["service_after"] == "active", "\(facts.summary)")
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+    }
+
+    @Test func watchdogRestartsAHungDaemon() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("watchdog")
+        #expect(facts["watchdog_usec"] == "10s", "\(facts.summary)")
+        // SIGSTOP: no more pings; systemd's watchdog kills it and Restart=on-failure starts a new one.
+        #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
+        #expect(facts.number("restarts_after") == (facts.number("restarts_before") ?? -1) + 1, "\(facts.summary)")
+        #expect(facts.number("watchdog_timeouts") ?? 0 >= 1, "no 'Watchdog timeout' in the journal: \(facts.summary)")
+        // The new daemon speaks.
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+        let match = AudioMatch.correlation(expected: try facts.render("expected"), captured: try facts.capture("heard"))
+        #expect(match.value > 0.95, "after the restart 到账八点五元 was not heard (correlation \(match.value))")
+    }
+
+    @Test func killedMidAlertIsRestartedAndSpeaksTheQueuedJobsOnce() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("kill_mid_alert")
+        #expect(facts["playing_when_killed"] == "yes", "\(facts.summary)")
+        #expect(facts.status("kill") == 0, "\(facts["kill"])")
+        #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
+        #expect(facts.number("restarts_after") == (facts.number("restarts_before") ?? -1) + 1, "\(facts.summary)")
+
+        // Master was raised (and Music ducked) when the daemon was killed; the new daemon put them back from its
+        // mixer state file, and after the queued jobs they are as the owner left them.
+        let masterBefore = try #require(Self.mixer(facts["master_before"]), "\(facts["master_before"])")
+        let masterDuring = try #require(Self.mixer(facts["master_during"]), "\(facts["master_during"])")
+        let masterAfter = try #require(Self.mixer(facts["master_after"]), "\(facts["master_after"])")
+        let musicDuring = try #require(Self.mixer(facts["music_during"]), "\(facts["music_during"])")
+        let musicAfter = try #require(Self.mixer(facts["music_after"]), "\(facts["music_after"])")
+        #expect(zip(masterDuring.raw, masterBefore.raw).allSatisfy { $0 > $1 }, "not raised: \(facts["master_during"])")
+        #expect(masterAfter.raw == masterBefore.raw, "Master not restored: \(facts["master_after"])")
+        #expect(musicDuring.raw.allSatisfy { $0 < 255 }, "not ducked when killed: \(facts["music_during"])")
+        #expect(musicAfter.raw.allSatisfy { $0 == 255 }, "Music not restored: \(facts["music_after"])")
+        #expect(facts.number("restored_logged") ?? 0 >= 1, "no 'restored a mixer setting' in the journal")
+
+        // The journal's account: the cut-off alert failed as interrupted, each queued job was spoken once.
+        let status = try #require(try Self.replies(facts["status_after"]).first?.status, "\(facts["status_after"])")
+        #expect(status.journal.recoveredAtStart == 2 && status.journal.interruptedAtStart == 1, "\(status.journal)")
+        let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }
+        let byAmount = Dictionary(grouping: jobs, by: { $0.amount ?? "" })
+        let cut = byAmount["12345.67"] ?? []
+        #expect(cut.count == 1 && cut.first?.state == .failed && cut.first?.error?.code == "interrupted",
+                "\(facts["history"])")
+        for amount in ["2.00", "3.00"] {
+            #expect(byAmount[amount]?.count == 1 && byAmount[amount]?.first?.state == .spoken,
+                    "\(amount) not spoken exactly once: \(facts["history"])")
+        }
+
+        // What the speaker got: the alert, cut off by the kill; after a silence, the two queued jobs back to
+        // back, and nothing more.
+        let heard = try facts.capture("heard")
+        let parts = Self.sounds(in: heard, silence: 16_000 * 3 / 10)
+        #expect(parts.count == 2, "expected the cut-off alert and then the rest, heard \(parts.count) sounds")
+        guard parts.count == 2 else { return }
+        let first = try facts.render("first")
+        let firstOnset = try #require(AudioMatch.onset(first))
+        let played = parts[0].count
+        #expect(played >= 16_000 / 20 && played < first.count - firstOnset,
+                "the first alert played \(played) of \(first.count - firstOnset) samples: not cut off mid-alert")
+        let beginning = Array(first[firstOnset..<min(first.count, firstOnset + played)])
+        let cutOff = AudioMatch.correlation(expected: beginning, captured: Array(parts[0]))
+        #expect(cutOff.value > 0.95, "the sound before the kill is not 到账一万二千… (\(cutOff.value))")
+        let rest = try facts.render("queued_1") + facts.render("queued_2")
+        let spoken = AudioMatch.correlation(expected: rest, captured: Array(parts[1]))
+        #expect(spoken.value > 0.95, "after the restart the capture is not 到账二元, 到账三元 (\(spoken.value))")
+        let restLength = try #require(AudioMatch.end(rest)) - (try #require(AudioMatch.onset(rest)))
+        #expect(abs(parts[1].count - restLength) < 16_000 / 10,
+                "heard \(parts[1].count) samples after the restart, expected \(restLength): something twice or missing")
+    }
+
+    /// The replies printed by `announce-ctl … --json`, one per line.
+    static func replies(_ output: String) throws -> [Response] {
+        try output.split(separator: "\n").map { try JSONDecoder().decode(Response.self, from: Data($0.utf8)) }
+    }
+
+    /// The sounds in `samples`: runs that start and end with a sample of magnitude ≥ 300 and contain no
+    /// quieter stretch of `silence` samples or more.
+    static func sounds(in samples: [Int16], silence: Int) -> [ArraySlice<Int16>] {
+        var sounds: [ArraySlice<Int16>] = []
+        var start: Int?
+        var lastLoud = 0
+        for (index, sample) in samples.enumerated() where abs(Int32(sample)) >= 300 {
+            if let begun = start, index - lastLoud >= silence {
+                sounds.append(samples[begun...lastLoud])
+                start = index
+            } else if start == nil {
+                start = index
+            }
+            lastLoud = index
+        }
+        if let start { sounds.append(samples[start...lastLoud]) }
+        return sounds
+    }
+
+    @Test func stopIsCleanAndTheSocketStartsTheDaemonAgain() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("stop_and_reactivate")
+        #expect(facts.status("stop") == 0, "\(facts["stop"])")
+        #expect(facts["result"] == "success", "SIGTERM did not end in a clean exit: \(facts.summary)")
+        #expect(facts["service_stopped"] == "inactive")
+        #expect(facts["socket_unit"] == "active", "the socket went away with the daemon")
+        #expect(facts.status("ping") == 0, "\(facts["ping"])")
+        #expect(facts["service_after_ping"] == "active")
+    }
+
+    /// One simple mixer element as `amixer sget` prints it: raw value and dB of every channel
+    /// ("  Front Left: Playback 76 [30%] [-35.80dB]"; the raw value is the number before "[N%]"). `decibels` is
+    /// empty when the element has no dB information.
+    static func mixer(_ output: String) -> (raw: [Int], decibels: [Double])? {
+        var raw: [Int] = []
+        var decibels: [Double] = []
+        for line in output.split(separator: "\n") where !line.contains("Limits") {
+            let fields = line.split(separator: " ")
+            guard let percent = fields.firstIndex(where: { $0.hasPrefix("[") && $0.hasSuffix("%]") }), percent > 0,
+                let value = Int(fields[percent - 1])
+            else { continue }
+            raw.append(value)
+            if let db = fields.last(where: { $0.hasSuffix("dB]") }).flatMap({ Double($0.dropFirst().dropLast(3)) }) {
+                decibels.append(db)
+            }
+        }
+        return raw.isEmpty ? nil : (raw, decibels)
+    }
+
+    /// The element's scale from `amixer cget` of a softvol control: "max=255" and
+    /// "dBscale-min=-51.00dB,step=0.20dB,mute=0".
+    static func softvolScale(_ output: String) -> VolumeScale? {
+        func number(after key: String, until end: String) -> Double? {
+            guard let range = output.range(of: key) else { return nil }
+            let rest = output[range.upperBound...]
+            return Double(rest.prefix { !end.contains($0) })
+        }
+        guard let max = number(after: "max=", until: ","), let minimum = number(after: "dBscale-min=", until: "d"),
+            let step = number(after: "dB,step=", until: "d")
+        else { return nil }
+        let low = Int((minimum * 100).rounded())
+        let stepCentidB = Int((step * 100).rounded())
+        let top = Int(max)
+        return VolumeScale(
+            raw: 0...top,
+            decibels: .init(
+                range: low...(low + top * stepCentidB), fromRaw: { low + $0 * stepCentidB },
+                toRaw: { centidB, up in
+                    let steps = Double(centidB - low) / Double(stepCentidB)
+                    return Swift.min(top, Swift.max(0, Int(up ? steps.rounded(.up) : steps.rounded(.down))))
+                }))
+    }
+
+    /// RMS level of the sound (onset to end) in dB.
+    static func level(_ samples: [Int16]) throws -> Double {
+        let start = try #require(AudioMatch.onset(samples))
+        let end = try #require(AudioMatch.end(samples))
+        return 20 * log10(AudioMatch.rms(samples[start..<end]))
+    }
+
+    /// The samples with the music tone (6 kHz at 16 kHz: ω = 3π/4) removed by a two-zero notch.
+    static func notch(_ samples: [Int16]) -> [Int16] {
+        let c = -2 * cos(3 * Double.pi / 4)
+        return samples.indices.map { index in
+            let x0 = Double(samples[index])
+            let x1 = index >= 1 ? Double(samples[index - 1]) : 0
+            let x2 = index >= 2 ? Double(samples[index - 2]) : 0
+            return Int16(clamping: Int(((x0 + c * x1 + x2) / 4).rounded()))
+        }
+    }
+
+    /// The amplitude of the 6 kHz music tone in a window (a whole number of its periods), dB full scale.
+    static func toneLevel(_ window: ArraySlice<Int16>) -> Double {
+        var real = 0.0
+        var imaginary = 0.0
+        for (n, sample) in window.enumerated() {
+            let phase = 2 * Double.pi * 6_000 / 16_000 * Double(n)
+            real += Double(sample) * cos(phase)
+            imaginary -= Double(sample) * sin(phase)
+        }
+        let amplitude = 2 * (real * real + imaginary * imaginary).squareRoot() / Double(window.count) / 32_768
+        return 20 * log10(max(amplitude, 1e-9))
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? -.infinity : sorted[sorted.count / 2]
+    }
+
+    /// "→ Overall exposure level for announced.service: 0.4 SAFE 😀" → 0.4
+    static func exposure(_ line: String) -> Double? {
+        guard let colon = line.lastIndex(of: ":") else { return nil }
+        return line[line.index(after: colon)...].split(separator: " ").first.flatMap { Double($0) }
+    }
+}

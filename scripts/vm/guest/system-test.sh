@@ -1,0 +1,344 @@
+#!/bin/bash
+# The in-guest half of the system test: runs inside the VM as root (started by announce-vm-runner under
+# systemd), with the checkout shared read-only at SRC and results written to OUT.
+#
+#   system-test.sh SRC OUT
+#
+# It only acts and records: every step writes what a person would look at (command output and status,
+# unit states, PIDs, raw captures from hw:Loopback,1,0, the offline render of the same amount) under
+# OUT/facts/STEP/. The assertions live on the host, in Tests/SystemTests/VMSystemTests.swift, one test per
+# step, so each check is reported by name. To add a check: write a step_NAME function here, add NAME to
+# STEPS, and add the test that reads OUT/facts/NAME/ there.
+set -uo pipefail
+
+SRC="$1"
+OUT="$2"
+FACTS="$OUT/facts"
+STEPS=(install activation confinement access push reload volume_threshold duck watchdog kill_mid_alert
+    stop_and_reactivate)
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+
+step=""
+begin() {
+    step="$1"
+    mkdir -p "$FACTS/$step"
+    echo "== $step"
+}
+# fact NAME VALUE: one line.
+fact() {
+    printf '%s\n' "$2" > "$FACTS/$step/$1"
+    echo "   $1: $2"
+}
+# record NAME COMMAND…: the command's output in NAME, its exit status in NAME.status.
+record() {
+    local name="$1"
+    shift
+    "$@" > "$FACTS/$step/$name" 2>&1
+    local status=$?
+    echo "$status" > "$FACTS/$step/$name.status"
+    echo "   $name: exit $status ($*)"
+    return "$status"
+}
+# wait_until SECONDS COMMAND…: polls every 0.2 s.
+wait_until() {
+    local limit="$1"
+    shift
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        ((SECONDS >= deadline)) && return 1
+        sleep 0.2
+    done
+}
+main_pid() { systemctl show -p MainPID --value announced.service; }
+restarts() { systemctl show -p NRestarts --value announced.service; }
+active() { [[ "$(systemctl is-active announced.service)" == active ]]; }
+active_with_new_pid() { active && [[ "$(main_pid)" != "$1" && "$(main_pid)" != 0 ]]; }
+# The daemon answers and has nothing playing or waiting.
+idle() {
+    local status
+    status=$(announce-ctl status --json 2>/dev/null) || return 1
+    [[ "$status" == *'"waiting":0'* && "$status" != *'"playing":'* ]]
+}
+substream_running() { grep -q "state: RUNNING" "/proc/asound/Loopback/$1/sub0/status" 2>/dev/null; }
+# The daemon is playing a job.
+playing() { [[ "$(announce-ctl status --json 2>/dev/null)" == *'"playing":'* ]]; }
+# mixer NAME ELEMENT: the softvol control as amixer shows it (card 0 is the loopback, as docs/asound.conf says).
+mixer() { record "$1" amixer -c 0 sget "$2"; }
+# set_mixer ELEMENT RAW: an owner's setting, in the control's raw steps (softvol: 0…255, -51 dB…0 dB).
+set_mixer() { amixer -q -c 0 sset "$1" "$2"; }
+
+# capture_start NAME: records hw:Loopback,1,0 (what the speaker gets) to NAME.raw, 16 kHz mono S16_LE.
+capture_start() {
+    arecord -q -D hw:Loopback,1,0 -f S16_LE -r 16000 -c 1 -t raw "$FACTS/$step/$1.raw" \
+        2> "$FACTS/$step/$1.arecord.log" &
+    capture_pid=$!
+    wait_until 10 substream_running pcm1c || echo "   capture did not start"
+}
+capture_stop() {
+    sleep 0.5  # the tail of the sound
+    kill -INT "$capture_pid" 2>/dev/null
+    wait "$capture_pid" 2>/dev/null
+}
+# render NAME AMOUNT: what the daemon should play for AMOUNT, offline (announce-ctl render).
+render() { record "$1.render" announce-ctl render --output "$FACTS/$step/$1.wav" "$2"; }
+
+step_install() {
+    # The project's own install, as an operator would run it (docs/deployment.md).
+    record make_install make -C "$SRC" install BUILD_DIR="$SRC/.build-vm/release"
+    # The terminal's ALSA configuration is the installed example (docs/asound.conf), unchanged.
+    cp /usr/share/doc/announce/examples/asound.conf /etc/asound.conf
+    # Read the installed binaries once so that the first announcement does not page 100 MB of code in
+    # through the emulated disk while it plays (an artefact of TCG, not of the daemon).
+    cat /usr/bin/announced /usr/bin/announce-ctl /usr/bin/announce-push > /dev/null
+    # softvol creates its control when its PCM is first opened (on a terminal: once, then alsactl store and
+    # alsa-restore.service keep it): open "music" (→ Music → Master) for a moment, then set both to 0 dB.
+    record create_controls aplay -q -D music -t raw -f S16_LE -r 16000 -c 1 -d 1 /dev/zero
+    set_mixer Master 255
+    set_mixer Music 255
+    record controls amixer -c 0 scontrols
+    record sysusers systemd-sysusers announce.conf
+    record tmpfiles systemd-tmpfiles --create announce.conf
+    record daemon_reload systemctl daemon-reload
+    record enable systemctl enable --now announced.socket
+    record id id announce
+    record cards aplay -l
+    record verify systemd-analyze verify announced.service announced.socket announce-push.service
+    record security systemd-analyze security --threshold=20 announced.service
+    tail -n 1 "$FACTS/$step/security" > "$FACTS/$step/exposure"
+    record push_security systemd-analyze security --threshold=20 announce-push.service
+    tail -n 1 "$FACTS/$step/push_security" > "$FACTS/$step/push_exposure"
+    # The push listener's example (placeholder keys) is documentation, not configuration.
+    fact push_example "$(ls /usr/share/doc/announce/examples/push.toml 2>&1)"
+    fact push_config "$(ls /etc/announce/push.toml 2>&1)"
+    fact etc_announce "$(ls /etc/announce | xargs)"
+}
+
+step_activation() {
+    # Nothing runs until the first client connects to the socket systemd holds.
+    fact service_before "$(systemctl is-active announced.service)"
+    fact socket_unit "$(systemctl is-active announced.socket)"
+    fact socket_file "$(stat -c '%U %G %a' /run/announce/announce.sock)"
+    capture_start heard
+    record say announce-ctl say --wait 100.00
+    capture_stop
+    render expected 100.00
+    fact service_after "$(systemctl is-active announced.service)"
+    fact status_text "$(systemctl show -p StatusText --value announced.service)"
+}
+
+step_confinement() {
+    local pid
+    pid=$(main_pid)
+    ((pid > 0)) || { fact credentials "no daemon running"; return; }
+    fact credentials "$(ps -o user=,group=,supgrp= -p "$pid" | xargs)"
+    fact no_new_privs "$(awk '/^NoNewPrivs:/ { print $2 }' "/proc/$pid/status")"
+    fact effective_capabilities "$(awk '/^CapEff:/ { print $2 }' "/proc/$pid/status")"
+    fact seccomp "$(awk '/^Seccomp:/ { print $2 }' "/proc/$pid/status")"
+    fact state_dir "$(stat -c '%U %G %a' /var/lib/announce)"
+}
+
+step_access() {
+    # Who may talk to the daemon, as deployed: the push listener's user (group announce, and
+    # control_users in the example config) may make it speak; a user outside the group cannot connect.
+    # (A non-root announce-ctl looks for $XDG_RUNTIME_DIR/announce.sock unless told: name the socket.)
+    local socket=/run/announce/announce.sock
+    record push_user_say setpriv --reuid=announce-push --regid=announce-push --init-groups \
+        announce-ctl say --socket "$socket" --wait 0.05
+    record stranger_ping setpriv --reuid=nobody --regid=nogroup --clear-groups announce-ctl ping --socket "$socket"
+    # Staff (user clerk) in group announce may connect and read, but not make it speak (not in control_users).
+    useradd --no-create-home --groups announce clerk
+    record staff_say setpriv --reuid=clerk --regid=clerk --init-groups announce-ctl say --socket "$socket" 0.06
+    record staff_status setpriv --reuid=clerk --regid=clerk --init-groups announce-ctl status --socket "$socket"
+}
+
+step_push() {
+    # The push listener under its own unit, against a real mosquitto broker in the guest.
+    local unit=announce-push.service
+    # 1. No /etc/announce/push.toml: the unit is skipped (ConditionPathExists), not failed.
+    record start_unconfigured systemctl start "$unit"
+    record unconfigured systemctl show -p ActiveState -p Result -p ConditionResult -p NRestarts "$unit"
+    # 2. The example as shipped (placeholder keys): exit 2, and no restart loop (RestartPreventExitStatus).
+    install -m 0640 -g announce-push /usr/share/doc/announce/examples/push.toml /etc/announce/push.toml
+    record start_placeholder systemctl start "$unit"
+    failed() { systemctl is-failed -q "$unit"; }
+    wait_until 30 failed || echo "   $unit did not fail"
+    sleep 5  # two RestartSec= periods: a restart would have happened by now
+    record placeholder systemctl show -p ActiveState -p Result -p ExecMainStatus -p NRestarts "$unit"
+    journalctl -b -u "$unit" --no-pager > "$FACTS/$step/placeholder_journal"
+    systemctl reset-failed "$unit"
+    # 3. A configured terminal: its device id, a key, the broker on loopback (no status prompts, so that
+    #    exactly the payment is heard).
+    local key
+    key="hex:$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
+    cat > /etc/announce/push.toml <<TOML
+device = "VM0001"
+[broker]
+url = "mqtt://127.0.0.1:1883"
+keepalive = "30s"
+[keys]
+k1 = "$key"
+[prompts]
+enabled = false
+TOML
+    chgrp announce-push /etc/announce/push.toml
+    chmod 0640 /etc/announce/push.toml
+    record broker systemctl start mosquitto.service
+    record start systemctl start "$unit"
+    connected() { journalctl -b -u "$unit" --no-pager | grep -q "connected to the broker"; }
+    if wait_until 60 connected; then fact connected yes; else fact connected no; fi
+    fact credentials "$(ps -o user:32=,group:32=,supgrp:64= -p "$(systemctl show -p MainPID --value "$unit")" | xargs)"
+    wait_until 20 idle || echo "   not idle"
+    capture_start heard
+    record publish announce-push publish --config /etc/announce/push.toml --order VM-PUSH-1 100.00
+    forwarded() { journalctl -b -u "$unit" --no-pager | grep -q "payment forwarded"; }
+    wait_until 60 forwarded || echo "   VM-PUSH-1 not forwarded within 60 s"
+    wait_until 30 idle
+    # The same order again (a replay, or a second delivery channel): refused by the daemon as a duplicate.
+    record publish_again announce-push publish --config /etc/announce/push.toml --order VM-PUSH-1 100.00
+    duplicate() { journalctl -b -u "$unit" --no-pager | grep -q "duplicate"; }
+    if wait_until 30 duplicate; then fact duplicate_logged yes; else fact duplicate_logged no; fi
+    wait_until 20 idle
+    capture_stop
+    render expected 100.00
+    record history announce-ctl history --json -n 20
+    fact service "$(systemctl is-active "$unit")"
+    journalctl -b -u "$unit" --no-pager > "$FACTS/$step/journal"
+    record stop systemctl stop "$unit"
+}
+
+step_reload() {
+    # systemctl reload: SIGHUP re-reads the configuration and voice packs in the same process.
+    local pid
+    pid=$(main_pid)
+    fact pid_before "$pid"
+    record reload systemctl reload announced.service
+    reloaded() { journalctl -b -u announced.service _PID="$pid" --no-pager | grep -q "SIGHUP: reloading"; }
+    if wait_until 20 reloaded; then fact logged yes; else fact logged no; fi
+    fact pid_after "$(main_pid)"
+    fact service_after "$(systemctl is-active announced.service)"
+    record say announce-ctl say --wait 0.50
+}
+
+step_volume_threshold() {
+    # The owner turned Master down below the threshold (60% in examples/announced.toml): raised for the
+    # alert, put back exactly after. Read with amixer, and heard in the capture.
+    set_mixer Master 76   # -35.8 dB
+    record master_tlv amixer -c 0 cget name='Master Playback Volume'
+    mixer master_before Master
+    capture_start heard
+    record say announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    sleep 1
+    mixer master_during Master
+    record status_during announce-ctl status --json
+    wait_until 30 idle || echo "   not idle"
+    sleep 0.5
+    mixer master_after Master
+    capture_stop
+    render expected 98765.43
+    set_mixer Master 255
+}
+
+step_duck() {
+    # Music plays through the Music softvol (dmix mixes it with the daemon's stream), as another user in group
+    # audio: lowered while the announcement plays, back after. Master stays at 0 dB (above the threshold).
+    set_mixer Master 255
+    set_mixer Music 255
+    capture_start heard
+    setpriv --reuid=nobody --regid=audio --clear-groups aplay -q -D music "$OUT/music.wav" \
+        2> "$FACTS/$step/music.log" &
+    local music=$!
+    sleep 2
+    mixer music_before Music
+    record say announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    sleep 1
+    mixer music_during Music
+    mixer master_during Master
+    wait_until 30 idle || echo "   not idle"
+    sleep 2
+    mixer music_after Music
+    kill "$music" 2>/dev/null
+    wait "$music" 2>/dev/null
+    capture_stop
+    render expected 98765.43
+}
+
+step_watchdog() {
+    # A hung daemon: stopped, it cannot ping; systemd's watchdog must kill and restart it.
+    local pid
+    pid=$(main_pid)
+    fact watchdog_usec "$(systemctl show -p WatchdogUSec --value announced.service)"
+    fact pid_before "$pid"
+    fact restarts_before "$(restarts)"
+    # Never signal PID 0 (that would be this script's own process group) when no daemon runs.
+    ((pid > 0)) && kill -STOP "$pid"
+    fact stopped_at "$SECONDS"
+    wait_until 120 active_with_new_pid "$pid" || echo "   no restart within 120 s"
+    fact restarted_at "$SECONDS"
+    fact pid_after "$(main_pid)"
+    fact restarts_after "$(restarts)"
+    fact watchdog_timeouts "$(journalctl -b -u announced.service --no-pager | grep -c 'Watchdog timeout')"
+    capture_start heard
+    record say announce-ctl say --wait 8.50
+    capture_stop
+    render expected 8.50
+}
+
+step_kill_mid_alert() {
+    # SIGKILL while an alert plays (the loopback's playback substream runs) with two more queued: systemd
+    # restarts the daemon, which speaks the queued ones from its journal, once each; the cut-off one is not
+    # replayed.
+    local pid
+    pid=$(main_pid)
+    fact pid_before "$pid"
+    fact restarts_before "$(restarts)"
+    # Below the threshold: the alert raises Master; the kill leaves it raised; the new daemon puts it back.
+    set_mixer Master 76
+    mixer master_before Master
+    capture_start heard
+    record say_first announce-ctl say 12345.67
+    record say_queued_1 announce-ctl say 2.00
+    record say_queued_2 announce-ctl say 3.00
+    if wait_until 20 substream_running pcm0p; then fact playing_when_killed yes; else fact playing_when_killed no; fi
+    # Half a second into the 4.5 s alert: its start is in the journal (written within milliseconds).
+    sleep 0.5
+    mixer master_during Master
+    mixer music_during Music
+    record kill systemctl kill -s KILL announced.service
+    wait_until 60 active_with_new_pid "$pid" || echo "   no restart within 60 s"
+    fact pid_after "$(main_pid)"
+    fact restarts_after "$(restarts)"
+    wait_until 60 idle || echo "   not idle within 60 s"
+    sleep 0.5
+    capture_stop
+    mixer master_after Master
+    mixer music_after Music
+    fact restored_logged "$(journalctl -b -u announced.service --no-pager | grep -c 'restored a mixer setting')"
+    record status_after announce-ctl status --json
+    record history announce-ctl history --json -n 10
+    render first 12345.67
+    render queued_1 2.00
+    render queued_2 3.00
+}
+
+step_stop_and_reactivate() {
+    # systemctl stop: STOPPING, clean exit; the socket stays and the next client starts the daemon again.
+    record stop systemctl stop announced.service
+    fact result "$(systemctl show -p Result --value announced.service)"
+    fact service_stopped "$(systemctl is-active announced.service)"
+    fact socket_unit "$(systemctl is-active announced.socket)"
+    record ping announce-ctl ping
+    fact service_after_ping "$(systemctl is-active announced.service)"
+}
+
+mkdir -p "$FACTS"
+for name in "${STEPS[@]}"; do
+    begin "$name"
+    started=$SECONDS
+    "step_$name"
+    echo "   ($((SECONDS - started)) s)"
+done
+journalctl -b -u announced.service -u announced.socket -u announce-push.service --no-pager -o short-monotonic \
+    > "$OUT/announced-journal.txt"
+echo "== done"
