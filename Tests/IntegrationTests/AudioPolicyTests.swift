@@ -1,0 +1,376 @@
+import AnnounceCore
+import AnnounceSound
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+/// The audio policy through the real daemon on the real rig, checked the way an owner would: amixer before,
+/// during and after an alert; what the speaker played (the rig's capture); a music stream's level; a sound server
+/// that crashes with jobs waiting.
+extension DaemonIntegration {
+    @Suite
+    struct AudioPolicyTests {
+        let pack: VoicePack
+
+        init() throws {
+            pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+        }
+
+        func rendered(_ amount: String) throws -> [Int16] {
+            try pack.render(pack.composer.compose(amount: Amount(parsing: amount)))
+        }
+
+        /// Polls amixer until `condition` holds (or 20 s pass, which fails); returns what was read last.
+        @discardableResult
+        func waitForMixer(
+            _ rig: Rig, _ control: String = "pulse", _ condition: (Rig.MixerValue) -> Bool
+        ) async throws -> Rig.MixerValue {
+            var last = try await rig.mixer(control)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !condition(last) && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                last = try await rig.mixer(control)
+            }
+            return last
+        }
+
+        /// Waits until the queue is empty and the burst is over: the device no longer playing, the volume no longer
+        /// held raised, no control held ducked (the restores run after the last job's end is reported).
+        @discardableResult
+        func waitUntilBurstEnded(_ daemon: DaemonProcess) async throws -> DaemonStatus {
+            try await daemon.waitForStatus { status in
+                guard status.queue.unfinished == 0, let engine = status.audio.engine else { return false }
+                return engine.state != .playing && engine.volume?.raised != true
+                    && engine.ducking?.controls.contains(where: \.ducked) != true
+            }
+        }
+
+        @Test func theVolumeIsRaisedForTheAlertAndPutBackExactlyAfter() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("13107")  // 20%: too quiet to hear in a shop
+                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--volume-threshold", "60%"]) {
+                    daemon in
+                    #expect(try await rig.mixer() == Rig.MixerValue(raw: 13107, on: true), "before")
+                    var during: Rig.MixerValue?
+                    let captured = try await rig.capture {
+                        let reply = try await daemon.ctl(["say", "12345.67"])
+                        #expect(reply.status == 0, "\(reply)")
+                        during = try await waitForMixer(rig) { $0.raw != 13107 }
+                        try await waitUntilBurstEnded(daemon)
+                    }
+                    #expect(during == Rig.MixerValue(raw: 39322, on: true), "during: 60% as amixer sets it")
+                    let after = try await rig.mixer()
+                    #expect(after == Rig.MixerValue(raw: 13107, on: true), "after: exactly as before")
+
+                    // What the speaker played was raised too: PulseAudio's gain is (raw/65536)^3.
+                    let expected = try rendered("12345.67")
+                    let match = AudioMatch.correlation(expected: expected, captured: captured)
+                    #expect(match.value > 0.9, "the announcement is not in the capture (\(match.value))")
+                    let start = max(0, match.lag)
+                    let heard = AudioMatch.rms(captured[start..<min(captured.count, start + expected.count)])
+                    let gain = heard / AudioMatch.rms(expected)
+                    #expect(abs(gain - 0.216) < 0.05, "played at gain \(gain), expected 0.6³ = 0.216")
+
+                    let status = try #require(try await daemon.reply(Request(op: "status")).status)
+                    #expect(status.audio.mixer == "pulse/Master")
+                    #expect(status.audio.volume == 20 && status.audio.threshold == 60)
+                    #expect(status.audio.engine?.volume?.raises == 1 && status.audio.engine?.volume?.restores == 1)
+                    #expect(status.audio.engine?.sink.periodFrames == 160, "10 ms periods at 16 kHz")
+                }
+            }
+        }
+
+        @Test func backToBackJobsKeepTheVolumeRaisedUntilTheQueueIsEmpty() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("13107")
+                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--volume-threshold", "60%"]) {
+                    daemon in
+                    for amount in ["8.50", "1005", "12.30"] {
+                        let reply = try await daemon.ctl(["say", amount])
+                        #expect(reply.status == 0, "\(reply)")
+                    }
+                    // What amixer shows from the first raise until the queue is empty: never the owner's 20%
+                    // in between (no restore between back-to-back jobs).
+                    try await waitForMixer(rig) { $0.raw == 39322 }
+                    var seen: [Int] = []
+                    while try await daemon.reply(Request(op: "status")).status?.queue.unfinished ?? 0 > 0 {
+                        let raw = try await rig.mixer().raw
+                        if seen.last != raw { seen.append(raw) }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    let status = try await waitUntilBurstEnded(daemon)
+                    // (The last reading may already be the restore: the jobs' ends are recorded after it.)
+                    let whileQueued = seen.last == 13107 ? Array(seen.dropLast()) : seen
+                    #expect(whileQueued == [39322], "the volume went \(seen) while jobs were queued")
+                    let after = try await rig.mixer().raw
+                    #expect(after == 13107, "put back once the queue ran empty")
+                    #expect(status.audio.engine?.volume?.raises == 1, "raised once for the burst")
+                    #expect(status.audio.engine?.volume?.restores == 1, "restored once, after the burst")
+                    let history = try await daemon.reply(Request(op: "history")).jobs ?? []
+                    #expect(history.filter { $0.state == .spoken }.count == 3, "\(history.map(\.state))")
+                }
+            }
+        }
+
+        @Test func aVolumeTheUserChangesDuringTheAlertIsKept() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("13107")
+                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--volume-threshold", "60%"]) {
+                    daemon in
+                    _ = try await daemon.ctl(["say", "12345.67"])
+                    try await waitForMixer(rig) { $0.raw == 39322 }
+                    try await rig.setMixer("50000")  // the owner turns it up during the announcement
+                    let status = try await waitUntilBurstEnded(daemon)
+                    let after = try await rig.mixer().raw
+                    #expect(after == 50000, "the owner's choice wins")
+                    #expect(status.audio.engine?.volume?.userOverrides == 1)
+                    #expect(status.audio.engine?.volume?.restores == 0)
+                }
+            }
+        }
+
+        @Test func aDaemonKilledMidAlertPutsTheVolumeBackWhenItStartsAgain() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("13107")
+                let directory = try Paths.temporaryDirectory("kill9")
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                let arguments = ["--mixer", "pulse", "--volume-threshold", "60%"]
+                let first = try await DaemonProcess.start(rig: rig, arguments: arguments, directory: directory)
+                let accepted = try await first.reply(Request(op: "say", amount: "987654321.99"))
+                let raised = try await waitForMixer(rig) { $0.raw == 39322 }
+                #expect(raised.raw == 39322)
+                // Killed mid-announcement, after its start is journaled: the restart must not play it again
+                // (it is recorded interrupted), so nothing may raise the volume after the restore at start.
+                try await first.waitUntilStarted(try #require(accepted.job?.id))
+                #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
+                #expect(try await rig.mixer().raw == 39322, "kill -9 left the volume raised")
+                #expect(FileManager.default.fileExists(atPath: "\(directory)/state/mixer-state.json"))
+
+                try await withDaemon(rig: rig, arguments: arguments, directory: directory) { second in
+                    let atStart = try await rig.mixer().raw
+                    #expect(atStart == 13107, "restored at start, before taking any job")
+                    #expect(second.log.contains("restored a mixer setting left changed by an earlier run"))
+                    #expect(!FileManager.default.fileExists(atPath: "\(directory)/state/mixer-state.json"))
+                }
+            }
+        }
+
+        @Test func mutedWithPolicyRespectNothingPlaysAndTheJobSaysMuted() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("mute")
+                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--mute-policy", "respect"]) { daemon in
+                    var reply: CommandResult?
+                    let captured = try await rig.capture { reply = try await daemon.ctl(["say", "--wait", "100"]) }
+                    #expect(reply?.status == 5, "\(String(describing: reply))")
+                    #expect(reply?.stdout.contains("muted") == true, "\(String(describing: reply))")
+                    let level = AudioMatch.rms(captured)
+                    #expect(level < 10, "something played while muted (rms \(level))")
+                    #expect(try await rig.mixer().on == false, "still muted")
+                }
+            }
+        }
+
+        @Test func mutedWithPolicyOverrideTheAlertPlaysAndTheMuteComesBack() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("mute")
+                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--mute-policy", "override"]) {
+                    daemon in
+                    var reply: CommandResult?
+                    let captured = try await rig.capture { reply = try await daemon.ctl(["say", "--wait", "100"]) }
+                    #expect(reply?.status == 0, "\(String(describing: reply))\n\(daemon.log)")
+                    let match = AudioMatch.correlation(expected: try rendered("100"), captured: captured)
+                    #expect(match.value > 0.9, "the alert was not heard (\(match.value))")
+                    try await daemon.waitUntilIdle()
+                    let after = try await waitForMixer(rig) { !$0.on }
+                    #expect(after.on == false, "the owner's mute is back")
+                }
+            }
+        }
+
+        /// Music (a 3 kHz tone on the rig's "music" stream) with an announcement over it: the capture, the tone's
+        /// level in 0.1 s windows, the announcement's place in the capture, and the music control as amixer saw it.
+        struct MusicRun {
+            var levels: [Double]
+            /// The announcement's first and last sample in the capture.
+            var announcement: Range<Int>
+            var match: Double
+            /// The lowest the music control went while the announcement played.
+            var lowestMusicControl: Int
+            var captured: [Int16]
+
+            /// Median tone level over the windows in `seconds` (capture time).
+            func level(_ seconds: ClosedRange<Double>) -> Double {
+                let range = Int(seconds.lowerBound * 10)..<Int(seconds.upperBound * 10)
+                let window = levels[range.clamped(to: levels.indices)].sorted()
+                return window.isEmpty ? 0 : window[window.count / 2]
+            }
+
+            var start: Double { Double(announcement.lowerBound) / 16000 }
+            var end: Double { Double(announcement.upperBound) / 16000 }
+        }
+
+        func playOverMusic(
+            _ rig: Rig, _ daemon: DaemonProcess, amount: String, amplitude: Double, musicDevice: String = "pulse:music",
+            musicEnvironment: [String: String] = [:]
+        ) async throws -> MusicRun {
+            var lowest = Int.max
+            let captured = try await rig.capture {
+                async let music: Void = rig.playTone(
+                    device: musicDevice, frequency: 3000, seconds: 8, amplitude: amplitude,
+                    environment: musicEnvironment)
+                try await Task.sleep(for: .milliseconds(1500))
+                let reply = try await daemon.ctl(["say", amount])
+                #expect(reply.status == 0, "\(reply)")
+                while try await daemon.reply(Request(op: "status")).status?.queue.unfinished ?? 0 > 0 {
+                    lowest = min(lowest, try await rig.mixer("pulse:music").raw)
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                try await music
+            }
+            let expected = try rendered(amount)
+            let match = AudioMatch.locate(expected: expected, captured: captured)
+            let onset = match.lag + (AudioMatch.onset(expected) ?? 0)
+            let end = match.lag + (AudioMatch.end(expected) ?? expected.count)
+            return MusicRun(
+                levels: AudioMatch.toneLevels(captured, frequency: 3000), announcement: onset..<end,
+                match: match.value, lowestMusicControl: lowest, captured: captured)
+        }
+
+        @Test func musicIsDuckedWhileTheAnnouncementPlaysAndComesBackAfter() async throws {
+            try await withRig { rig in
+                let arguments = [
+                    "--mixer", "none", "--duck-control", "pulse:music/Master", "--duck-db", "20",
+                    "--duck-ramp-ms", "100",
+                ]
+                try await withDaemon(rig: rig, arguments: arguments, device: "pulse:announce") { daemon in
+                    let run = try await playOverMusic(rig, daemon, amount: "12345.67", amplitude: 0.3)
+                    #expect(run.match > 0.8, "the announcement is not in the capture (\(run.match))")
+                    // Music before the announcement, while it plays (past the 100 ms fade), and after (past the
+                    // fade back, music still playing).
+                    let before = run.level((run.start - 1.0)...(run.start - 0.2))
+                    let during = run.level((run.start + 0.4)...(run.end - 0.2))
+                    let after = run.level((run.end + 0.6)...(run.end + 1.4))
+                    #expect(before > 2000, "no music heard before the announcement (\(before))")
+                    let duckedBy = 20 * log10(before / max(during, 1))
+                    #expect(duckedBy > 15 && duckedBy < 25, "music ducked by \(duckedBy) dB, expected about 20")
+                    let backBy = 20 * log10(before / max(after, 1))
+                    #expect(abs(backBy) < 1, "music not back after the announcement (\(after) vs \(before))")
+                    // amixer saw the music control at −20 dB on PulseAudio's cubic scale: 65536 × 10^(−20/60).
+                    #expect(run.lowestMusicControl == 30419, "music control went down to \(run.lowestMusicControl)")
+                    let restored = try await waitForMixer(rig, "pulse:music") { $0.raw == 65536 }
+                    #expect(restored.raw == 65536, "music control back where it was")
+                    let status = try await waitUntilBurstEnded(daemon)
+                    #expect(status.audio.ducked == ["pulse:music/Master"])
+                    #expect(status.audio.engine?.ducking?.controls.first?.ducks == 1)
+                }
+            }
+        }
+
+        @Test func inMixModeMusicPlaysOnUnchangedAlongsideTheAnnouncement() async throws {
+            try await withRig { rig in
+                // Mix: no duck controls (or duck_db 0): both streams sound at once, through the sound server here,
+                // through dmix on bare ALSA.
+                try await withDaemon(rig: rig, arguments: ["--mixer", "none"], device: "pulse:announce") { daemon in
+                    let run = try await playOverMusic(rig, daemon, amount: "12345.67", amplitude: 0.1)
+                    #expect(run.match > 0.6, "the announcement is not heard over the music (\(run.match))")
+                    let before = run.level((run.start - 1.0)...(run.start - 0.2))
+                    let during = run.level((run.start + 0.4)...(run.end - 0.2))
+                    let after = run.level((run.end + 0.6)...(run.end + 1.4))
+                    #expect(before > 500, "no music heard before the announcement (\(before))")
+                    let changedBy = 20 * log10(before / max(during, 1))
+                    #expect(abs(changedBy) < 1.5, "music level changed by \(changedBy) dB while announcing")
+                    #expect(abs(20 * log10(before / max(after, 1))) < 1, "music level after: \(after) vs \(before)")
+                    #expect(run.lowestMusicControl == 65536, "the music control was touched")
+                    let status = try await waitUntilBurstEnded(daemon)
+                    #expect(status.audio.engine?.ducking == nil, "no ducker in mix mode")
+                }
+            }
+        }
+
+        @Test func aSoundServerDucksMusicByTheAnnouncementsMediaRole() async throws {
+            // The PulseAudio way (docs/audio.md): the daemon only mixes; its stream carries media.role=announce
+            // (PULSE_PROP, read by ALSA's pulse plugin) and the server's module-role-ducking lowers music streams.
+            try await withRig { rig in
+                let loaded = try await rig.command(
+                    "/usr/bin/pactl",
+                    ["load-module", "module-role-ducking", "trigger_roles=announce", "ducking_roles=music",
+                     "volume=-20dB"])
+                #expect(loaded.status == 0, "\(loaded)")
+                try await withDaemon(
+                    rig: rig, arguments: ["--mixer", "none"], environment: ["PULSE_PROP": "media.role=announce"]
+                ) { daemon in
+                    let run = try await playOverMusic(
+                        rig, daemon, amount: "12345.67", amplitude: 0.3, musicDevice: "pulse",
+                        musicEnvironment: ["PULSE_PROP": "media.role=music"])
+                    #expect(run.match > 0.8, "the announcement is not in the capture (\(run.match))")
+                    let before = run.level((run.start - 1.0)...(run.start - 0.2))
+                    let during = run.level((run.start + 0.4)...(run.end - 0.2))
+                    let after = run.level((run.end + 0.6)...(run.end + 1.4))
+                    #expect(before > 2000, "no music heard before the announcement (\(before))")
+                    let duckedBy = 20 * log10(before / max(during, 1))
+                    #expect(duckedBy > 15 && duckedBy < 25, "music ducked by \(duckedBy) dB, expected about 20")
+                    #expect(abs(20 * log10(before / max(after, 1))) < 1, "music not back: \(after) vs \(before)")
+                    let status = try await waitUntilBurstEnded(daemon)
+                    #expect(status.audio.engine?.ducking == nil, "the daemon itself lowered nothing")
+                }
+            }
+        }
+
+        @Test func jobsQueuedWhileTheSoundServerRestartsAllPlayInOrder() async throws {
+            try await withRig { rig in
+                try await withDaemon(rig: rig, arguments: ["--device-retry-max", "500ms"]) { daemon in
+                    let amounts = ["12345.67", "8.50", "1005"]
+                    let captured = try await rig.capture {
+                        for amount in amounts {
+                            let reply = try await daemon.ctl(["say", amount])
+                            #expect(reply.status == 0, "\(reply)")
+                        }
+                        try await Task.sleep(for: .milliseconds(700))  // the first is playing
+                        try await rig.restartServer()
+                        try await daemon.waitUntilIdle()
+                    }
+                    let history = try await daemon.reply(Request(op: "history")).jobs ?? []
+                    let spoken = history.filter { $0.state == .spoken }.map(\.id).sorted()
+                    #expect(spoken == [1, 2, 3], "\(history.map { "\($0.id) \($0.state)" })\n\(daemon.log)")
+                    let status = try #require(try await daemon.reply(Request(op: "status")).status)
+                    let engine = try #require(status.audio.engine)
+                    #expect(engine.deviceFailures >= 1 && engine.recoveries >= 1, "\(engine)")
+                    // The capture is what played before the crash, then everything since: it ends with job 1
+                    // replayed from its start, then 2 and 3, whole and in order.
+                    let renders = try amounts.map(rendered)
+                    let inOrder = AudioMatch.correlationAtEnd(
+                        expected: renders[0] + renders[1] + renders[2], captured: captured)
+                    let swapped = AudioMatch.correlationAtEnd(
+                        expected: renders[0] + renders[2] + renders[1], captured: captured)
+                    #expect(inOrder.value > 0.9, "the capture does not end with jobs 1, 2, 3 (\(inOrder.value))")
+                    #expect(swapped.value < inOrder.value - 0.1, "order not distinguishable (\(swapped.value))")
+                    // None twice: before that final 1, 2, 3 there is only the part of job 1 cut by the crash —
+                    // less sound than one whole job 1.
+                    let soundBefore = Array(captured[..<max(0, inOrder.lag)])
+                    let activeWindows = stride(from: 0, to: soundBefore.count - 1600 + 1, by: 1600).filter { start in
+                        AudioMatch.rms(soundBefore[start..<(start + 1600)]) > 100
+                    }.count
+                    #expect(
+                        Double(activeWindows) * 0.1 < Double(renders[0].count) / 16000,
+                        "\(Double(activeWindows) * 0.1) s of sound before the final 1, 2, 3: something played twice")
+                    // Only the job playing at the crash was replayed.
+                    let replays = daemon.log.split(separator: "\n").filter { $0.contains("replayed from its start") }
+                    #expect(!replays.isEmpty && replays.allSatisfy { $0.contains("job.id=1 ") }, "\(replays)")
+                }
+            }
+        }
+
+        @Test func keepOpenHoldsTheDeviceBetweenAnnouncements() async throws {
+            try await withRig { rig in
+                try await withDaemon(rig: rig, arguments: ["--keep-open", "--mixer", "none"]) { daemon in
+                    for amount in ["1", "2"] {
+                        let reply = try await daemon.ctl(["say", "--wait", amount])
+                        #expect(reply.status == 0, "\(reply)")
+                    }
+                    let status = try await daemon.waitForStatus { $0.audio.engine?.state == .open }
+                    #expect(status.audio.engine?.sink.isOpen == true)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import AnnounceCore
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+extension DaemonIntegration {
+    /// `announced --check-config` and `announce-ctl` as a user meets them: help, output, --json, exit statuses.
+    @Suite
+    struct CommandLineTests {
+        func announced(_ arguments: [String]) async throws -> CommandResult {
+            try await run("\(Paths.bin)/announced", arguments)
+        }
+
+        @Test func checkConfigValidatesEverythingAndPrintsTheResult() async throws {
+            let directory = try Paths.temporaryDirectory("chk")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let good = "\(directory)/good.toml"
+            try """
+            voices = "\(Paths.voices)"
+            state_dir = "\(directory)/state"
+            socket = "\(directory)/s.sock"
+            lang = "en"
+            [queue]
+            capacity = 12
+            dedup_window = "2h"
+            """.write(toFile: good, atomically: true, encoding: .utf8)
+            let ok = try await announced(["--config", good, "--check-config", "--queue-capacity", "20"])
+            #expect(ok.status == 0, "\(ok)")
+            #expect(ok.stdout.contains("capacity = 20"), "flags win over the file: \(ok.stdout)")
+            #expect(ok.stdout.contains("dedup_window = \"2h\""))
+            #expect(ok.stdout.contains("# voice en:") && ok.stdout.contains("(default)"))
+            #expect(ok.stdout.contains("# configuration ok"))
+            #expect(!FileManager.default.fileExists(atPath: "\(directory)/state"), "checking creates nothing")
+
+            let typo = "\(directory)/typo.toml"
+            try "[queue]\ncapasity = 3\n".write(toFile: typo, atomically: true, encoding: .utf8)
+            let bad = try await announced(["--config", typo, "--check-config"])
+            #expect(bad.status == 1)
+            #expect(bad.stderr.contains("queue.capasity: unknown key"), "\(bad)")
+
+            let noVoices = try await announced(["--config", good, "--voices", "\(directory)/none", "--check-config"])
+            #expect(noVoices.status == 1)
+            #expect(noVoices.stderr.contains("voices:"), "\(noVoices)")
+
+            let missing = try await announced(["--config", "\(directory)/missing.toml", "--check-config"])
+            #expect(missing.status == 1 && missing.stderr.contains("does not exist"), "\(missing)")
+        }
+
+        @Test func logLinesCarryTheirPriorityForJournaldAndATimeElsewhere() async throws {
+            let directory = try Paths.temporaryDirectory("log")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            // Standard error is the journal stream when $JOURNAL_STREAM names its device and inode (systemd).
+            let logFile = "\(directory)/announced.log"
+            #expect(FileManager.default.createFile(atPath: logFile, contents: nil))
+            var info = stat()
+            #expect(stat(logFile, &info) == 0)
+            try await withDaemon(
+                rig: nil, device: "null", directory: directory,
+                environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"]
+            ) { daemon in
+                #expect(try await daemon.reply(Request(op: "say", amount: "1", order: "L 1", wait: true)).ok)
+                _ = try await daemon.ctl(["say", "2"], as: .nobody)
+                let lines = daemon.log.split(separator: "\n")
+                #expect(
+                    lines.contains { $0.hasPrefix("<6>announced: job accepted ") && $0.contains("order.id=\"L 1\"") })
+                #expect(lines.contains { $0.hasPrefix("<4>announced: request refused: unauthorized ") })
+                #expect(lines.allSatisfy { $0.hasPrefix("<") }, "\(daemon.log)")
+            }
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let first = try #require(daemon.log.split(separator: "\n").first)
+                #expect(
+                    first.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info announced: .*/) != nil, "\(first)"
+                )
+            }
+        }
+
+        @Test func aSecondDaemonDoesNotTakeOverALiveSocket() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let state = try Paths.temporaryDirectory("two")
+                defer { try? FileManager.default.removeItem(atPath: state) }
+                let second = try await announced([
+                    "--socket", daemon.socket, "--state-dir", state, "--voices", Paths.voices, "--device", "null",
+                ])
+                #expect(second.status == 1, "\(second)")
+                #expect(second.stderr.contains("another process is listening"), "\(second)")
+                #expect(try await daemon.reply(Request(op: "ping")).ok, "the first daemon still has its socket")
+            }
+        }
+
+        @Test func helpReadsLikeAManual() async throws {
+            let help = try await run("\(Paths.bin)/announce-ctl", ["--help"])
+            for command in [
+                "say", "prompt", "status", "queue", "cancel", "replay", "history", "volume", "ping", "metrics",
+            ] {
+                #expect(help.stdout.contains("  \(command) "), "\(command) missing from --help")
+            }
+            #expect(help.stdout.contains("Exit status: 0 success; 2 invalid input"))
+            let say = try await run("\(Paths.bin)/announce-ctl", ["say", "--help"])
+            #expect(
+                say.stdout.contains("-w, --wait") && say.stdout.contains("-o, --order")
+                    && say.stdout.contains("-j, --json")
+            )
+            #expect(say.stdout.contains("announce-ctl say -c alipay -w 8.50"))
+            let daemonHelp = try await announced(["--help"])
+            #expect(daemonHelp.stdout.contains("--check-config") && daemonHelp.stdout.contains("SIGHUP"))
+        }
+
+        @Test func outputJSONAndExitStatuses() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let said = try await daemon.ctl(["say", "--json", "--wait", "--order", "E-1", "12.30"])
+                #expect(said.status == 0, "\(said)")
+                let lines = said.stdout.split(separator: "\n").map {
+                    try? JSONDecoder().decode(Response.self, from: Data($0.utf8))
+                }
+                #expect(lines.count == 2 && lines.allSatisfy { $0 != nil }, "one JSON reply per line: \(said.stdout)")
+                #expect(lines.last??.job?.state == .spoken && lines.last??.job?.text == "到账十二点三元")
+
+                let duplicate = try await daemon.ctl(["say", "--order", "E-1", "12.30"])
+                #expect(duplicate.status == 3 && duplicate.stdout.contains("error: duplicate"), "\(duplicate)")
+                let invalid = try await daemon.ctl(["say", "1.005"])
+                #expect(invalid.status == 2 && invalid.stdout.contains("invalid_amount"), "\(invalid)")
+                let language = try await daemon.ctl(["say", "-l", "fr", "1"])
+                #expect(language.status == 2 && language.stdout.contains("unknown_language"), "\(language)")
+                let prompt = try await daemon.ctl(["prompt", "no-such"])
+                #expect(prompt.status == 2 && prompt.stdout.contains("not_found"), "\(prompt)")
+                let usage = try await daemon.ctl(["say"])
+                #expect(usage.status == 64, "\(usage)")
+
+                let history = try await daemon.ctl(["history"])
+                #expect(
+                    history.status == 0 && history.stdout.contains("spoken") && history.stdout.contains("order=E-1"))
+                let queue = try await daemon.ctl(["queue"])
+                #expect(queue.stdout.contains("the queue is empty"), "\(queue)")
+                let status = try await daemon.ctl(["status"])
+                #expect(status.stdout.contains("voices:   en (en-espeak), zh* (zh-espeak)"), "\(status)")
+                let volume = try await daemon.ctl(["volume", "65"])
+                #expect(volume.stdout.contains("threshold 65% (set)"), "\(volume)")
+                let cancel = try await daemon.ctl(["cancel", "99"])
+                #expect(cancel.status == 2 && cancel.stdout.contains("not_found"), "\(cancel)")
+                let metrics = try await daemon.ctl(["metrics"])
+                #expect(metrics.stdout.contains("# TYPE announce_jobs_accepted_total counter"))
+            }
+            let unreachable = try await run("\(Paths.bin)/announce-ctl", ["status", "--socket", "/nonexistent/s.sock"])
+            #expect(unreachable.status == 4 && unreachable.stderr.contains("cannot connect"))
+        }
+    }
+}

@@ -1,0 +1,242 @@
+import AnnounceClient
+import AnnounceCore
+import AnnounceTestSupport
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+extension DaemonIntegration {
+    /// Many clients, misbehaving clients, and who may do what — against the real daemon on ALSA's `null` PCM.
+    @Suite
+    struct DaemonConnectionTests {
+        /// 10 clients × 100 payments at once, each client on its own connection: nothing lost, nothing doubled,
+        /// each client's payments accepted and spoken in the order it sent them.
+        @Test func tenClientsTimesAHundredLoseNothingAndKeepOrder() async throws {
+            let clients = 10
+            let perClient = 100
+            try await withDaemon(rig: nil, arguments: ["--queue-capacity", "2000"], device: "null") { daemon in
+                let accepted = Mutex<[Int: [(id: UInt64, amount: String)]]>([:])
+                let failures = Mutex<[String]>([])
+                try await blocking {
+                    DispatchQueue.concurrentPerform(iterations: clients) { client in
+                        do {
+                            let connection = try Client(path: daemon.socket)
+                            var mine: [(UInt64, String)] = []
+                            for index in 0..<perClient {
+                                let fen = Int64(client * 1000 + index + 1)
+                                let replies = try connection.send(
+                                    Request(id: "\(client)-\(index)", op: "say", fen: fen, order: "C\(client)-\(index)")
+                                )
+                                guard let reply = replies.last, reply.ok, reply.id == "\(client)-\(index)",
+                                    let job = reply.job
+                                else {
+                                    failures.withLock { $0.append("client \(client) #\(index): \(replies)") }
+                                    continue
+                                }
+                                mine.append((job.id, job.amount ?? ""))
+                            }
+                            accepted.withLock { $0[client] = mine }
+                        } catch {
+                            failures.withLock { $0.append("client \(client): \(error)") }
+                        }
+                    }
+                }
+                #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+                let perClientJobs = accepted.withLock { $0 }
+                let ids = perClientJobs.values.flatMap { $0.map(\.id) }
+                #expect(ids.count == clients * perClient)
+                #expect(Set(ids).count == ids.count, "every job got its own id")
+                for (client, jobs) in perClientJobs {
+                    #expect(jobs.map(\.id) == jobs.map(\.id).sorted(), "client \(client)'s jobs are numbered in order")
+                    let expected = (0..<perClient).map { try! Amount(fen: Int64(client * 1000 + $0 + 1)).description }
+                    #expect(jobs.map(\.amount) == expected, "client \(client)'s amounts, in the order sent")
+                }
+
+                try await daemon.waitUntilIdle()
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 1000)).jobs)
+                #expect(history.count == clients * perClient)
+                #expect(history.allSatisfy { $0.state == .spoken }, "every accepted job was spoken")
+                let status = try #require(try await daemon.reply(Request(op: "status")).status)
+                #expect(status.totals.accepted == clients * perClient)
+                #expect(status.totals.finished["spoken"] == clients * perClient)
+                // The daemon's log records each job's end as it happens: in job order, each once.
+                let finished = daemon.log.split(separator: "\n").filter { $0.contains("job finished") }.compactMap {
+                    line in
+                    line.split(separator: " ").first { $0.hasPrefix("job.id=") }.flatMap { UInt64($0.dropFirst(7)) }
+                }
+                #expect(finished.count == clients * perClient)
+                #expect(
+                    finished == finished.sorted() && Set(finished).count == finished.count, "spoken first in, first out"
+                )
+            }
+        }
+
+        @Test func garbageAndOversizedRequestsAffectOnlyTheirOwnConnection() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            try "[limits]\nmax_request_bytes = 1024\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+                let bystander = try Client(path: daemon.socket)
+                #expect(try bystander.send(Request(op: "ping")).last?.ok == true)
+
+                let oversized = try RawConnection(path: daemon.socket)
+                oversized.write(#"{"op":"say","amount":""# + String(repeating: "9", count: 2000))
+                let reply = await oversized.readResponse()
+                #expect(
+                    reply?.error?.code == "bad_request" && reply?.error?.message.contains("1024") == true,
+                    "\(String(describing: reply))")
+                #expect(await oversized.isClosedByPeer(within: .seconds(5)))
+
+                let garbage = try RawConnection(path: daemon.socket)
+                garbage.write(String(repeating: "\u{1}{[", count: 300) + "\n")
+                #expect(await garbage.readResponse()?.error?.code == "bad_request")
+                garbage.write(#"{"op":"ping"}"# + "\n")
+                #expect(await garbage.readResponse()?.ok == true, "garbage is answered; the connection stays usable")
+
+                // The bystander's connection was never disturbed.
+                let said = try bystander.send(Request(op: "say", amount: "1", wait: true))
+                #expect(said.last?.job?.state == .spoken)
+            }
+        }
+
+        @Test func slowAndIdleClientsAreDisconnectedWhileOthersAreServed() async throws {
+            try await withDaemon(
+                rig: nil, arguments: ["--request-timeout", "0.5", "--idle-timeout", "1"], device: "null"
+            ) { daemon in
+                let slow = try RawConnection(path: daemon.socket)
+                slow.write(#"{"op":"pi"#)  // and nothing more (slowloris)
+                let idle = try RawConnection(path: daemon.socket)
+                // Meanwhile another client is served as usual.
+                #expect(try await daemon.reply(Request(op: "say", amount: "2", wait: true)).job?.state == .spoken)
+                let timeout = await slow.readResponse(timeout: .seconds(10))
+                #expect(timeout?.error?.code == "timeout", "\(String(describing: timeout))")
+                #expect(await slow.isClosedByPeer(within: .seconds(10)))
+                #expect(await idle.isClosedByPeer(within: .seconds(10)), "a connection that sends nothing is closed")
+                // A connection that keeps sending complete requests is not idle.
+                let busy = try RawConnection(path: daemon.socket)
+                for _ in 0..<4 {
+                    try await Task.sleep(for: .milliseconds(400))
+                    busy.write(#"{"op":"ping"}"# + "\n")
+                    #expect(await busy.readResponse()?.ok == true)
+                }
+            }
+        }
+
+        @Test func aClientThatNeverReadsIsCutOffAndNobodyElseNotices() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            try "[limits]\nwrite_timeout = \"1s\"\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+                let deaf = try RawConnection(path: daemon.socket)
+                let requests = Array(String(repeating: #"{"op":"ping"}"# + "\n", count: 1000).utf8)
+                // Writes pings and never reads: the replies pile up until the daemon gives up on it.
+                let writer = Task {
+                    try await blocking {
+                        var sent = 0
+                        while deaf.write(requests) && sent < 2_000 { sent += 1 }
+                        return sent
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(try await daemon.reply(Request(op: "say", amount: "3", wait: true)).job?.state == .spoken)
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(30))
+                    deaf.shutdownBoth()
+                }
+                let sent = try await writer.value
+                watchdog.cancel()
+                #expect(sent < 2_000, "the daemon closed the connection of a client that does not read")
+                #expect(try await daemon.reply(Request(op: "ping")).ok)
+            }
+        }
+
+        @Test func tooManyClientsAreAnsweredBusy() async throws {
+            try await withDaemon(rig: nil, arguments: ["--max-clients", "3"], device: "null") { daemon in
+                // A connection just closed (the start-up probe's) may hold its slot until the daemon reaps it:
+                // a `busy` while filling the slots is retried, anything else is a failure.
+                var held: [RawConnection] = []
+                for _ in 0..<200 where held.count < 3 {
+                    let connection = try RawConnection(path: daemon.socket)
+                    connection.write(#"{"op":"ping"}"# + "\n")
+                    let response = await connection.readResponse()
+                    if response?.error?.code == "busy" {
+                        connection.close()
+                        try await Task.sleep(for: .milliseconds(20))
+                        continue
+                    }
+                    #expect(response?.ok == true)
+                    held.append(connection)
+                }
+                try #require(held.count == 3)
+                let extra = try RawConnection(path: daemon.socket)
+                #expect(await extra.readResponse()?.error?.code == "busy")
+                #expect(await extra.isClosedByPeer(within: .seconds(5)))
+                held[0].close()
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(try await daemon.reply(Request(op: "ping")).ok, "a slot freed is a slot for the next client")
+            }
+        }
+    }
+
+    /// SO_PEERCRED: `say` only from trusted peers. The tests run as root and run announce-ctl as other users.
+    @Suite
+    struct DaemonAccessTests {
+        @Test func anUnauthorizedPeerMayLookButNotSpeak() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let status = try await daemon.ctl(["status"], as: .nobody)
+                #expect(status.status == 0, "\(status)")
+                #expect(status.stdout.contains("uid 65534, gid 65534: read"), "\(status)")
+                for arguments in [
+                    ["say", "100"], ["prompt", "network-lost"], ["cancel", "--all"], ["replay"], ["volume", "50"],
+                ] {
+                    let refused = try await daemon.ctl(arguments, as: .nobody)
+                    #expect(refused.status == 3, "\(arguments): \(refused)")
+                    #expect(refused.stdout.contains("error: unauthorized"), "\(arguments): \(refused)")
+                }
+                #expect(try await daemon.ctl(["history"], as: .nobody).status == 0)
+                #expect(try await daemon.ctl(["volume"], as: .nobody).status == 0)
+                #expect(try await daemon.reply(Request(op: "status")).status?.totals.accepted == 0, "nothing was said")
+                #expect(daemon.log.contains("request refused: unauthorized"))
+            }
+        }
+
+        @Test func theConfigurationDecidesWhoMaySpeakAndWhoMayConnect() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            try """
+            socket_mode = "0660"
+            socket_group = "4242"
+            [access]
+            control_users = ["nobody"]
+            control_groups = ["4343"]
+            read_anyone = false
+            read_groups = ["4242"]
+            """.write(toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+                var info = stat()
+                #expect(stat(daemon.socket, &info) == 0)
+                #expect(info.st_mode & 0o777 == 0o660 && info.st_gid == 4242, "socket mode and group from the config")
+
+                // A listed user may speak even without the socket's group… (nobody gets in as the group member here)
+                let listed = try await daemon.ctl(
+                    ["say", "--wait", "1"], as: Identity(uid: 65534, gid: 65534, groups: [4242]))
+                #expect(listed.status == 0, "\(listed)")
+                // …a member of a control group too, and through a supplementary group (SO_PEERGROUPS).
+                let member = try await daemon.ctl(
+                    ["say", "2"], as: Identity(uid: 5000, gid: 5000, groups: [4242, 4343]))
+                #expect(member.status == 0, "\(member)")
+                // A member of the read group only may look, not speak.
+                let reader = Identity(uid: 5001, gid: 5001, groups: [4242])
+                #expect(try await daemon.ctl(["status"], as: reader).status == 0)
+                #expect(try await daemon.ctl(["say", "3"], as: reader).status == 3)
+                // Outside the socket's group, the file mode keeps a stranger from even connecting.
+                let stranger = try await daemon.ctl(["status"], as: Identity(uid: 5002, gid: 5002))
+                #expect(stranger.status == 4, "\(stranger)")
+                #expect(stranger.stderr.contains("Permission denied"), "\(stranger)")
+            }
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import AnnounceClient
+import AnnounceCore
+import Foundation
+import Subprocess
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs blocking work (socket I/O that waits for the daemon) on a thread of its own, so that it never holds one
+/// of the few threads Swift concurrency runs every test on: tests run in parallel, and on a 2-core machine two
+/// blocked threads would stall every other test.
+public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+extension DaemonProcess {
+    /// Sends one request with the real client library (a new connection) and returns the replies.
+    public func request(_ request: Request) async throws -> [Response] {
+        let socket = self.socket
+        return try await blocking { try Client(path: socket).send(request) }
+    }
+
+    /// The last reply to `request` (the final one for `wait`).
+    public func reply(_ request: Request) async throws -> Response {
+        guard let last = try await self.request(request).last else { throw HarnessError("no reply to \(request.op)") }
+        return last
+    }
+
+    /// Sends a signal without waiting for the daemon to exit (SIGHUP, or SIGTERM before `stop`).
+    public func signal(_ signal: Int32) {
+        _ = Glibc.kill(processID, signal)
+    }
+
+    /// Polls `status` until `condition` holds (or `timeout` passes, which throws).
+    @discardableResult
+    public func waitForStatus(
+        timeout: Duration = .seconds(30), _ condition: (DaemonStatus) -> Bool
+    ) async throws -> DaemonStatus {
+        let deadline = ContinuousClock.now + timeout
+        var last: DaemonStatus?
+        while ContinuousClock.now < deadline {
+            if let status = try? await reply(Request(op: "status")).status {
+                if condition(status) { return status }
+                last = status
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw HarnessError("status did not reach the expected state; last: \(String(describing: last))\n\(log)")
+    }
+
+    /// Polls the daemon's log until it contains `text` (or `timeout` passes, which throws).
+    public func waitForLog(_ text: String, timeout: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if log.contains(text) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw HarnessError("the log never said \"\(text)\":\n\(log)")
+    }
+
+    /// Waits until job `id` is playing: its first sample left the device buffer and its start went to the journal
+    /// (in the background; `journalGrace` covers that write). A job killed before that is, rightly, spoken again
+    /// after a restart, so a test about what a restart does with an interrupted job must wait for this first.
+    public func waitUntilStarted(
+        _ id: UInt64, timeout: Duration = .seconds(30), journalGrace: Duration = .milliseconds(300)
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let jobs = (try? await reply(Request(op: "queue")).jobs) ?? []
+            if jobs.contains(where: { $0.id == id && $0.state == .playing }) {
+                try await Task.sleep(for: journalGrace)
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw HarnessError("job \(id) never started playing:\n\(log)")
+    }
+
+    /// Waits until every job accepted has finished and its end is recorded.
+    public func waitUntilIdle(timeout: Duration = .seconds(60)) async throws {
+        try await waitForStatus(timeout: timeout) { $0.queue.unfinished == 0 }
+    }
+}
+
+/// A raw connection to a Unix socket, for tests that must misbehave: partial lines, garbage, oversized
+/// requests, pipelining, never reading. Blocking, with timeouts through poll(2). Used by one thread at a time,
+/// except `shutdownBoth`, which may be called from another to unblock it.
+public final class RawConnection: @unchecked Sendable {
+    private var fd: Int32
+    private var buffer: [UInt8] = []
+
+    public init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket(): \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw HarnessError("connect(\(path)): \(reason)")
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    /// Writes all bytes (blocking). Returns false if the peer closed the connection.
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
+    }
+
+    @discardableResult
+    public func write(_ text: String) -> Bool { write(Array(text.utf8)) }
+
+    /// Shuts the connection down both ways; safe while another thread is blocked on it.
+    public func shutdownBoth() {
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Makes the socket's send buffer small (for tests that fill it).
+    public func shrinkSendBuffer(_ bytes: Int32) {
+        var size = bytes
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Reads one line (without the newline), or nil if the peer closed or `timeout` passed.
+    public func readLine(timeout: Duration = .seconds(10)) async -> String? {
+        (try? await blocking { self.readLineNow(timeout: timeout) }) ?? nil
+    }
+
+    private func readLineNow(timeout: Duration) -> String? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[..<newline])
+                buffer.removeFirst(newline + 1)
+                return String(decoding: line, as: UTF8.self)
+            }
+            guard fill(until: deadline) else { return nil }
+        }
+    }
+
+    /// Reads one reply line as a `Response`.
+    public func readResponse(timeout: Duration = .seconds(10)) async -> Response? {
+        guard let line = await readLine(timeout: timeout) else { return nil }
+        return try? JSONDecoder().decode(Response.self, from: Data(line.utf8))
+    }
+
+    /// Whether the peer closes the connection (EOF or reset) within `timeout`, discarding what arrives.
+    public func isClosedByPeer(within timeout: Duration) async -> Bool {
+        (try? await blocking {
+            let deadline = ContinuousClock.now + timeout
+            while self.fill(until: deadline) { self.buffer.removeAll() }
+            return self.closedFlag
+        }) ?? false
+    }
+
+    private var closedFlag = false
+
+    /// Reads what is available before `deadline`. False on EOF, error or timeout.
+    private func fill(until deadline: ContinuousClock.Instant) -> Bool {
+        let remaining = deadline - ContinuousClock.now
+        guard remaining > .zero else { return false }
+        let (seconds, attoseconds) = remaining.components
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000) + 1)
+        guard ready > 0 else { return false }
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        if count <= 0 {
+            closedFlag = true
+            return false
+        }
+        buffer += chunk[..<count]
+        return true
+    }
+}
+
+/// A Unix identity to run a program as (the tests run as root).
+public struct Identity: Sendable {
+    public var uid: UInt32
+    public var gid: UInt32
+    public var groups: [UInt32]
+
+    public init(uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
+
+    /// `nobody`/`nogroup` on Debian.
+    public static let nobody = Identity(uid: 65534, gid: 65534)
+}
+
+extension DaemonProcess {
+    /// Runs `announce-ctl` against this daemon as another user (swift-subprocess sets the ids after fork).
+    public func ctl(_ arguments: [String], as identity: Identity) async throws -> CommandResult {
+        var options = PlatformOptions()
+        options.userID = identity.uid
+        options.groupID = identity.gid
+        options.supplementaryGroups = identity.groups
+        return try await run(
+            "\(Paths.bin)/announce-ctl", arguments, environment: ["ANNOUNCE_SOCKET": socket], platformOptions: options)
+    }
+}
+
+/// Daemons a test starts and restarts by hand (crash and restart tests); all are stopped at the end.
+public final class DaemonSet: @unchecked Sendable {
+    private var daemons: [DaemonProcess] = []
+
+    /// Starts a daemon (as ``DaemonProcess/start(rig:arguments:device:directory:)``) and remembers it.
+    public func start(
+        rig: Rig?, arguments: [String] = [], device: String = "pulse", directory: String
+    ) async throws -> DaemonProcess {
+        let daemon = try await DaemonProcess.start(rig: rig, arguments: arguments, device: device, directory: directory)
+        daemons.append(daemon)
+        return daemon
+    }
+
+    func stopAll() async {
+        for daemon in daemons { _ = try? await daemon.stop() }
+    }
+}
+
+/// Runs `body` with a fresh state folder and a ``DaemonSet``; stops every daemon and removes the folder after.
+public func withDaemonSet<T>(_ body: (DaemonSet, String) async throws -> T) async throws -> T {
+    let directory = try Paths.temporaryDirectory("set")
+    let set = DaemonSet()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    do {
+        let result = try await body(set, directory)
+        await set.stopAll()
+        return result
+    } catch {
+        await set.stopAll()
+        throw error
+    }
+}

@@ -1,0 +1,243 @@
+import AnnounceClient
+import AnnounceCore
+import Foundation
+import Subprocess
+import Synchronization
+
+#if canImport(System)
+import System
+#else
+import SystemPackage
+#endif
+
+/// Paths of the checkout and the built binaries.
+public enum Paths {
+    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    public static var bin: String {
+        ProcessInfo.processInfo.environment["ANNOUNCE_BIN_DIR"] ?? "\(root)/.build/debug"
+    }
+    public static var voices: String {
+        ProcessInfo.processInfo.environment["ANNOUNCE_VOICES"] ?? "\(root)/out/voices"
+    }
+    public static func temporaryDirectory(_ name: String) throws -> String {
+        // Short paths: Unix socket paths are limited to 107 bytes.
+        let path = "/tmp/ann-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
+
+public struct CommandResult: Sendable, CustomStringConvertible {
+    /// Exit status, or 128 + signal number when killed by a signal (as a shell reports it).
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+
+    public var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+}
+
+extension TerminationStatus {
+    /// The shell's view: the exit code, or 128 + the signal.
+    var shellStatus: Int32 {
+        switch self {
+        case .exited(let code): code
+        case .signaled(let signal): 128 + signal
+        }
+    }
+}
+
+/// Runs a program to completion and collects its output (swift-subprocess: unlike Foundation's `Process` on
+/// Linux, it does not wait for grandchildren the program leaves running, such as the rig's sound server).
+@discardableResult
+public func run(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+    platformOptions: PlatformOptions = PlatformOptions()
+) async throws -> CommandResult {
+    var overrides: [Environment.Key: String?] = [:]
+    for (key, value) in environment { overrides[Environment.Key(stringLiteral: key)] = value }
+    let result = try await Subprocess.run(
+        .path(FilePath(executable)), arguments: Arguments(arguments), environment: .inherit.updating(overrides),
+        platformOptions: platformOptions, output: .string(limit: 16 << 20), error: .string(limit: 16 << 20))
+    return CommandResult(
+        status: result.terminationStatus.shellStatus, stdout: result.standardOutput,
+        stderr: result.standardError)
+}
+
+/// The host sound test rig (scripts/rig.sh): a private PulseAudio with a null sink whose monitor is captured.
+/// Start one with ``withRig(_:)``, which always stops it.
+public final class Rig: Sendable {
+    public let directory: String
+    /// Variables that point libasound's pulse plugin and pactl at this rig.
+    public let environment: [String: String]
+
+    init(directory: String, environment: [String: String]) {
+        self.directory = directory
+        self.environment = environment
+    }
+
+    public static func start() async throws -> Rig {
+        let directory = try Paths.temporaryDirectory("rig")
+        let started = try await run("\(Paths.root)/scripts/rig.sh", ["start", directory])
+        guard started.status == 0 else { throw HarnessError("rig failed to start: \(started)") }
+        return Rig(directory: directory, environment: try readEnvironment("\(directory)/env"))
+    }
+
+    public func stop() async {
+        _ = try? await run("\(Paths.root)/scripts/rig.sh", ["stop", directory])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    static func readEnvironment(_ path: String) throws -> [String: String] {
+        var result: [String: String] = [:]
+        for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
+            var text = line.trimmingCharacters(in: .whitespaces)
+            guard text.hasPrefix("export ") else { continue }
+            text.removeFirst("export ".count)
+            guard let equals = text.firstIndex(of: "=") else { continue }
+            var value = String(text[text.index(after: equals)...])
+            if value.count >= 2, let first = value.first, first == "'" || first == "\"", value.last == first {
+                value = String(value.dropFirst().dropLast())
+            }
+            result[String(text[..<equals])] = value
+        }
+        return result
+    }
+
+    /// Records what the sink plays while `body` runs, then returns it as 16 kHz mono samples.
+    public func capture(_ body: () async throws -> Void) async throws -> [Int16] {
+        let file = "\(directory)/capture-\(UInt32.random(in: 0...UInt32.max)).raw"
+        try await run("\(Paths.root)/scripts/rig.sh", ["capture-start", directory, file])
+        var bodyError: (any Error)?
+        do { try await body() } catch { bodyError = error }
+        // Let the tail of the sound reach the monitor before stopping.
+        try await Task.sleep(for: .milliseconds(300))
+        try await run("\(Paths.root)/scripts/rig.sh", ["capture-stop", directory])
+        if let bodyError { throw bodyError }
+        let data = try Data(contentsOf: URL(fileURLWithPath: file))
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+    }
+
+    /// Runs a command with this rig's environment (pactl, amixer -D pulse …).
+    public func command(_ executable: String, _ arguments: [String]) async throws -> CommandResult {
+        try await run(executable, arguments, environment: environment)
+    }
+}
+
+/// Runs `body` with a fresh rig and stops the rig afterwards, whatever happens.
+public func withRig<T>(_ body: (Rig) async throws -> T) async throws -> T {
+    let rig = try await Rig.start()
+    do {
+        let result = try await body(rig)
+        await rig.stop()
+        return result
+    } catch {
+        await rig.stop()
+        throw error
+    }
+}
+
+/// A real `announced` process on a temporary socket, playing on the rig. Start one with
+/// ``withDaemon(rig:arguments:directory:_:)``; a test may kill it and start another on the same directory
+/// (same state) to test restarts.
+public final class DaemonProcess: Sendable {
+    public let socket: String
+    public let directory: String
+    public let logFile: String
+    private let pid: Int32
+    private let exit: Task<Int32, any Error>
+
+    private init(socket: String, directory: String, logFile: String, pid: Int32, exit: Task<Int32, any Error>) {
+        self.socket = socket
+        self.directory = directory
+        self.logFile = logFile
+        self.pid = pid
+        self.exit = exit
+    }
+
+    /// Starts `announced` with `--socket DIR/s.sock --state-dir DIR/state --voices …` plus `arguments`, and
+    /// returns once it answers `ping`. `environment` is added to the rig's; `launcher` (a program and its
+    /// arguments, such as `systemd-socket-activate -l …`) runs announced instead of starting it directly.
+    public static func start(
+        rig: Rig?, arguments: [String] = [], device: String = "pulse", directory: String? = nil,
+        environment: [String: String] = [:], launcher: [String] = []
+    ) async throws -> DaemonProcess {
+        let directory = try directory ?? Paths.temporaryDirectory("d")
+        let socket = "\(directory)/s.sock"
+        let logFile = "\(directory)/announced.log"
+        var overrides: [Environment.Key: String?] = [:]
+        for (key, value) in rig?.environment ?? [:] { overrides[Environment.Key(stringLiteral: key)] = value }
+        for (key, value) in environment { overrides[Environment.Key(stringLiteral: key)] = value }
+        let daemonCommand =
+            ["\(Paths.bin)/announced", "--socket", socket, "--device", device, "--state-dir", "\(directory)/state",
+             "--voices", Paths.voices] + arguments
+        let command = launcher + daemonCommand
+        let configuration = Configuration(
+            executable: .path(FilePath(command[0])),
+            arguments: Arguments(Array(command.dropFirst())),
+            environment: .inherit.updating(overrides))
+        let (pid, exitTask) = try await BackgroundProcess.launch(configuration, logFile: logFile, name: "announced")
+        let daemon = DaemonProcess(socket: socket, directory: directory, logFile: logFile, pid: pid, exit: exitTask)
+        try await daemon.waitUntilReady()
+        return daemon
+    }
+
+    private func waitUntilReady() async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if Glibc.kill(pid, 0) != 0 { throw HarnessError("announced exited early:\n\(log)") }
+            if let client = try? Client(path: socket), (try? client.send(Request(op: "ping")))?.first?.ok == true {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw HarnessError("announced did not answer within 20 s:\n\(log)")
+    }
+
+    public var processID: Int32 { pid }
+
+    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    /// Runs `announce-ctl` against this daemon.
+    public func ctl(_ arguments: [String]) async throws -> CommandResult {
+        try await run("\(Paths.bin)/announce-ctl", arguments, environment: ["ANNOUNCE_SOCKET": socket])
+    }
+
+    /// Waits for the daemon to exit by itself (after a signal sent with `signal(_:)`); returns its status.
+    public func waitForExit() async throws -> Int32 {
+        try await exit.value
+    }
+
+    /// Sends `signal` and returns the exit status (128 + signal if it died of it).
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM) async throws -> Int32 {
+        _ = Glibc.kill(pid, signal)
+        return try await exit.value
+    }
+}
+
+/// Runs `body` with a daemon on the rig and stops it afterwards (SIGTERM), whatever happens.
+/// The daemon's directory is removed unless `directory` was given.
+public func withDaemon<T>(
+    rig: Rig?, arguments: [String] = [], device: String = "pulse", directory: String? = nil,
+    environment: [String: String] = [:], launcher: [String] = [],
+    _ body: (DaemonProcess) async throws -> T
+) async throws -> T {
+    let daemon = try await DaemonProcess.start(
+        rig: rig, arguments: arguments, device: device, directory: directory, environment: environment,
+        launcher: launcher)
+    defer { if directory == nil { try? FileManager.default.removeItem(atPath: daemon.directory) } }
+    do {
+        let result = try await body(daemon)
+        _ = try? await daemon.stop()
+        return result
+    } catch {
+        _ = try? await daemon.stop()
+        throw error
+    }
+}
+
+public struct HarnessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
