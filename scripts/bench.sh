@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# Every benchmark of docs/benchmarks.md in one run, side by side, as Markdown on standard output: the daemon's
+# own costs (start, round trips, journal commit, request → first sample over 1000 jobs), exec → first sample
+# heard on the sound rig for `announce-ctl say` against `spd-say` (speech-dispatcher + espeak-ng) and `aplay`
+# of the same announcement pre-rendered to WAV, a burst from 10 clients, memory, CPU and idle wake-ups, and the
+# voice pack build. Release build. Never part of the tests (TEAM.md: no timing assertions).
+#
+#   scripts/bench.sh [--rounds N] [--jobs N] [--long] [--only SECTIONS]
+#     --rounds N   exec → first sample rounds per variant (default 20)
+#     --jobs N     sequential jobs for request → first sample, at most 1000 (default 1000)
+#     --long       also 1000 back-to-back announcements on the rig with the other core saturated (≈ 20 min)
+#     --only S     comma-separated sections: packs, daemon, burst, rig, load (default all but load; --long: all)
+#
+# ANNOUNCE_BIN_DIR: use the binaries there instead of building. Installs speech-dispatcher and its espeak-ng
+# module (the anchors; not needed by the tests) if missing.
+# Needs the voice packs (scripts/setup.sh). Details of each measurement: docs/benchmarks.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=20
+jobs=1000
+long=false
+only=""
+while (($#)); do
+    case "$1" in
+        --rounds) rounds="$2"; shift 2 ;;
+        --jobs) jobs="$2"; shift 2 ;;
+        --long) long=true; shift ;;
+        --only) only="$2"; shift 2 ;;
+        *) sed -n '2,15p' "$0" >&2; exit 64 ;;
+    esac
+done
+
+if [[ -z "$only" ]]; then
+    only=packs,daemon,burst,rig
+    [[ "$long" == false ]] || only+=,load
+fi
+want() { [[ ",$only," == *",$1,"* ]]; }
+
+anchors=(speech-dispatcher speech-dispatcher-espeak-ng)
+for package in "${anchors[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" != "install ok installed" ]]; then
+        echo "bench: installing the anchors: ${anchors[*]}" >&2
+        apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${anchors[@]}" >&2
+        break
+    fi
+done
+
+if [[ -n "${ANNOUNCE_BIN_DIR:-}" ]]; then  # binaries built elsewhere (say so in the results)
+    bin="$ANNOUNCE_BIN_DIR"
+else
+    echo "bench: release build" >&2
+    swift build -c release >&2
+    bin=$(swift build -c release --show-bin-path)
+fi
+probe="python3 $PWD/scripts/bench-probe.py"
+export ANNOUNCE_VOICES="$PWD/out/voices"
+work=$(mktemp -d /tmp/ann-bench-XXXXXX)
+pids=()
+rig=""
+busy=""
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+    [[ -n "$busy" ]] && kill "$busy" 2>/dev/null
+    [[ -n "$rig" ]] && scripts/rig.sh stop "$rig" >/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+now() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+p95() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.95); if (i<1) i=1; print a[i]}'; }
+ms() { awk -v ns="$1" 'BEGIN {printf "%.2f", ns / 1e6}'; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+daemon_pid=""
+start_daemon() {  # name, device, extra arguments…; sets daemon_pid and startup (ns from exec to the first answer)
+    local name="$1" device="$2" started
+    shift 2
+    started=$(now)
+    "$bin/announced" --socket "$work/$name.sock" --state-dir "$work/$name" --voices "$PWD/out/voices" \
+        --device "$device" "$@" </dev/null >/dev/null 2>"$work/$name.log" &
+    daemon_pid=$!
+    pids+=("$daemon_pid")
+    until "$bin/announce-ctl" ping --socket "$work/$name.sock" >/dev/null 2>&1; do sleep 0.002; done
+    startup=$(($(now) - started))
+}
+
+stop_daemon() {  # pid
+    kill "$1"
+    wait "$1" 2>/dev/null || true
+}
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Times each thread was put on a CPU (/proc/PID/task/TID/schedstat, 3rd field), as "TID NAME COUNT": wake-ups.
+wakeup_threads() {
+    for task in /proc/"$1"/task/*; do
+        echo "$(basename "$task") $(tr ' ' '_' < "$task/comm") $(awk '{print $3}' "$task/schedstat" 2>/dev/null || echo 0)"
+    done | sort
+}
+# Wake-ups of PID over SECONDS, by thread: threads alive at both ends, plus any that started meanwhile (all theirs).
+wakeups_by_thread() {  # pid, seconds
+    local before after
+    before=$(wakeup_threads "$1"); sleep "$2"; after=$(wakeup_threads "$1")
+    join -a 2 -e 0 -o 0,2.2,1.3,2.3 <(echo "$before") <(echo "$after") | awk '{print $2, $4 - $3}'
+}
+
+# Histogram mean from `announce-ctl metrics`, in milliseconds.
+histogram_mean() {  # socket, metric
+    "$bin/announce-ctl" metrics --socket "$1" | awk -v m="$2" '
+        $1 == m "_sum" {sum = $2} $1 == m "_count" {count = $2}
+        END {if (count > 0) printf "%.2f (n=%d)", sum / count * 1000, count; else print "-"}'
+}
+
+echo "Run on $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs),"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg). Binaries: $bin. \`scripts/bench.sh --rounds $rounds --jobs $jobs --only $only\`"
+echo
+
+# ---------------------------------------------------------------------------------------------------------------
+if want packs; then
+echo "### Voice packs"
+echo
+echo "| pack | build time | size | clips |"
+echo "|---|---|---|---|"
+for lang in zh en; do
+    s=$(now)
+    scripts/build-voice-pack.sh --lang "$lang" --out "$work/voices/$lang" >/dev/null 2>&1
+    took=$(($(now) - s))
+    echo "| $lang | $(ms "$took") ms | $(du -sk "$work/voices/$lang" | cut -f1) KiB | $(find "$work/voices/$lang" -type f ! -name 'manifest.json' | wc -l) |"
+done
+echo
+
+fi
+# ---------------------------------------------------------------------------------------------------------------
+if want daemon; then
+echo "### The daemon on ALSA's null PCM (no sound server; the daemon's own costs)"
+echo
+for i in $(seq 10); do
+    start_daemon "start$i" null
+    echo "$startup"
+    stop_daemon "$daemon_pid"
+done > "$work/startup"
+start_daemon null null
+sleep 8  # libdispatch's start-up worker threads retire after about 5 s idle
+idle_rss=$(rss_kb "$daemon_pid")
+wakeups_by_thread "$daemon_pid" 20 > "$work/idle-wakeups"
+idle_wakeups=$(awk '{n += $2} END {printf "%.2f", n / 20}' "$work/idle-wakeups")
+echo "| measurement | median | p95 | notes |"
+echo "|---|---|---|---|"
+echo "| exec → first \`ping\` answered (start-up to ready) | $(ms "$(median < "$work/startup")") ms | $(ms "$(p95 < "$work/startup")") ms | 10 starts, zh + en packs, journal open |"
+echo "| RSS, idle after start | $((idle_rss / 1024)) MiB | | VmRSS |"
+echo "| wake-ups while idle | $idle_wakeups /s | | all threads, 20 s from 8 s after start, /proc/PID/task/*/schedstat |"
+for _ in $(seq 200); do
+    s=$(now); "$bin/announce-ctl" ping --socket "$work/null.sock" >/dev/null; echo $(($(now) - s))
+done > "$work/ping"
+echo "| \`announce-ctl ping\` (process start included) | $(ms "$(median < "$work/ping")") ms | $(ms "$(p95 < "$work/ping")") ms | 200 runs |"
+for i in $(seq 200); do
+    s=$(now); "$bin/announce-ctl" say --socket "$work/null.sock" --order "B$i" "$i.00" >/dev/null; echo $(($(now) - s))
+done > "$work/say"
+echo "| \`announce-ctl say\` → accepted | $(ms "$(median < "$work/say")") ms | $(ms "$(p95 < "$work/say")") ms | journal commit (fsync) included |"
+grep -o 'journal_ms=[0-9.]*' "$work/null.log" | cut -d= -f2 | awk '{printf "%d\n", $1 * 1e6}' > "$work/journal"
+echo "| journal commit before \"accepted\" | $(ms "$(median < "$work/journal")") ms | $(ms "$(p95 < "$work/journal")") ms | WAL, synchronous=FULL |"
+latency=$($probe latency "$work/null.sock" "$jobs" "$work/null.log")
+echo "| request received → first sample handed to ALSA | $(json <<<"$latency" "'%.2f ms' % d['p50_ms']") | $(json <<<"$latency" "'%.2f ms' % d['p95_ms']") | $(json <<<"$latency" "'p99 %.2f ms, max %.2f ms, n=%d' % (d['p99_ms'], d['max_ms'], d['n'])"): one job after another, the daemon's own timestamps (history firstSampleMs) |"
+echo "| … of which the journal commit (fsync) | $(json <<<"$latency" "'%.2f ms' % d['journal_p50_ms']") | | $(json <<<"$latency" "'p99 %.2f ms, max %.2f ms' % (d['journal_p99_ms'], d['journal_max_ms'])"): the same jobs, from the daemon's log |"
+echo "| … and all the rest (compose, queue, audio thread, PCM open) | $(json <<<"$latency" "'%.2f ms' % d['without_journal_p50_ms']") | | $(json <<<"$latency" "'p99 %.2f ms, max %.2f ms' % (d['without_journal_p99_ms'], d['without_journal_max_ms'])") |"
+stop_daemon "$daemon_pid"
+echo
+echo "Idle wake-ups by thread (name, times scheduled in those 20 s):"
+echo
+echo '```'
+sort -k2 -n -r "$work/idle-wakeups" | awk '{printf "%-24s %6d\n", $1, $2}' | head -12
+echo '```'
+echo
+
+fi
+# ---------------------------------------------------------------------------------------------------------------
+if want burst; then
+echo "### Burst: 10 clients × 100 payments at once (null PCM, default queue capacity)"
+echo
+start_daemon burst null
+burst=$($probe burst "$work/burst.sock" 10 100)
+stop_daemon "$daemon_pid"
+echo "| requests | accepted | refused | ids unique | each client's order kept | spoken | accept throughput |"
+echo "|---|---|---|---|---|---|---|"
+echo "| $(json <<<"$burst" "d['requests']") | $(json <<<"$burst" "d['accepted']") | $(json <<<"$burst" "d['refused'] or 0") | $(json <<<"$burst" "d['unique_ids']") | $(json <<<"$burst" "d['per_client_order_kept']") | $(json <<<"$burst" "d['spoken']") | $(json <<<"$burst" "'%.0f /s (%.2f s)' % (d['accept_per_second'], d['accept_seconds'])") |"
+echo
+
+fi
+# ---------------------------------------------------------------------------------------------------------------
+if want rig || want load; then
+rig="$work/rig"
+scripts/rig.sh start "$rig" >/dev/null
+# shellcheck disable=SC1091
+source "$rig/env"
+start_daemon rig pulse
+rig_pid=$daemon_pid
+start_daemon open pulse --keep-open
+open_pid=$daemon_pid
+amount=123.45
+"$bin/announce-ctl" render --output "$work/announcement.wav" "$amount" >/dev/null
+text=$("$bin/announce-ctl" words "$amount" | cut -f2)
+espeak-ng -v cmn-latn-pinyin -w "$work/espeak.wav" "$text"
+lead() {  # leading silence of a WAV, ms (first sample above the probe's threshold)
+    python3 - "$1" <<'PY'
+import sys, wave
+w = wave.open(sys.argv[1])
+data = memoryview(w.readframes(w.getnframes())).cast("h")
+print(f"{next(i for i, s in enumerate(data) if abs(s) > 300) * 1000 / w.getframerate():.0f}")
+PY
+}
+fi
+
+if want rig; then
+echo "### On the sound rig (ALSA pulse plugin → PulseAudio null sink): exec → first sample heard"
+echo
+voice="Chinese (Mandarin, latin as Pinyin)"
+spd_dir="$XDG_RUNTIME_DIR/speech-dispatcher"
+speech-dispatcher -s -t 0 >/dev/null 2>&1 &
+spd_pid=$!
+pids+=("$spd_pid")
+for _ in $(seq 200); do [[ -S "$spd_dir/speechd.sock" ]] && break; sleep 0.05; done
+spd-say -o espeak-ng -y "$voice" -w "$text" >/dev/null  # the module loaded before the first measured round
+warm=$($probe onset "$rounds" \
+    "announce-ctl say=$bin/announce-ctl say --socket $work/rig.sock $amount" \
+    "announce-ctl say, --keep-open=$bin/announce-ctl say --socket $work/open.sock $amount" \
+    "aplay WAV=aplay -q -D pulse $work/announcement.wav" \
+    "spd-say, running server=spd-say -o espeak-ng -y '$voice' -w '$text'")
+kill "$spd_pid"; wait "$spd_pid" 2>/dev/null || true
+# Cold: no server; spd-say starts one, which is stopped by PID after each round (it outlives its client).
+cold=$($probe onset 5 \
+    "spd-say, cold server=spd-say -o espeak-ng -y '$voice' -w '$text'; sleep 0.2; kill \$(cat $spd_dir/pid/speech-dispatcher.pid 2>/dev/null) 2>/dev/null")
+spd=$(json <<<"$warm" "d['spd-say, running server']['median_ms']")
+row() {  # name, json, leading silence
+    local median
+    median=$(json <<<"$2" "d['$1']['median_ms']")
+    echo "| $1 | $(printf %.1f "$median") ms | $(json <<<"$2" "'%.1f–%.1f ms' % (d['$1']['p10_ms'], d['$1']['p90_ms'])") | $(json <<<"$2" "d['$1']['n']") | $3 ms | $(awk -v a="$spd" -v b="$median" 'BEGIN {printf "%.1f×", a / b}') |"
+}
+echo "| variant | median | p10–p90 | n | leading silence in the audio | spd-say (running) ÷ variant |"
+echo "|---|---|---|---|---|---|"
+row "announce-ctl say" "$warm" "$(lead "$work/announcement.wav")"
+row "announce-ctl say, --keep-open" "$warm" "$(lead "$work/announcement.wav")"
+row "aplay WAV" "$warm" "$(lead "$work/announcement.wav")"
+row "spd-say, running server" "$warm" "≈ $(lead "$work/espeak.wav")"
+row "spd-say, cold server" "$cold" "≈ $(lead "$work/espeak.wav")"
+echo
+echo "The same announcement ($amount: $text) everywhere; spd-say speaks it with espeak-ng's Mandarin voice."
+echo "In-daemon request → first sample on the rig (mean of the daemon's histogram, these rounds):"
+echo "default $(histogram_mean "$work/rig.sock" announce_first_sample_seconds) ms,"
+echo "--keep-open $(histogram_mean "$work/open.sock" announce_first_sample_seconds) ms."
+echo
+
+# ---------------------------------------------------------------------------------------------------------------
+echo "### Speaking: memory and CPU (rig, 20 announcements back to back)"
+echo
+c0=$(cpu_ticks "$rig_pid")
+$probe sustain "$work/rig.sock" 20 > "$work/sustain" &
+sustain=$!
+peak=0
+while kill -0 "$sustain" 2>/dev/null; do
+    r=$(rss_kb "$rig_pid"); ((r > peak)) && peak=$r
+    sleep 0.05
+done
+wait "$sustain"
+c1=$(cpu_ticks "$rig_pid")
+hz=$(getconf CLK_TCK)
+echo "| RSS while speaking (peak VmRSS) | CPU per announcement | announcements |"
+echo "|---|---|---|"
+echo "| $((peak / 1024)) MiB | $(awk -v t=$((c1 - c0)) -v hz="$hz" 'BEGIN {printf "%.1f ms", t * 1000 / hz / 20}') | 20 ($(json < "$work/sustain" "'%.1f s' % d['seconds']")) |"
+echo
+
+fi
+if want load; then
+    echo "### Playback under load: 1000 announcements back to back, the other core saturated"
+    echo
+    echo "Short amounts (1–9 元, about 1 s each) so that 1000 fit in about 20 minutes; a busy loop holds one core."
+    echo
+    sh -c 'while :; do :; done' &
+    busy=$!
+    x0=$("$bin/announce-ctl" status --json --socket "$work/rig.sock" | json "d['status']['audio'].get('xruns', 'n/a')")
+    sustained=$($probe sustain "$work/rig.sock" 1000 short)
+    x1=$("$bin/announce-ctl" status --json --socket "$work/rig.sock" | json "d['status']['audio'].get('xruns', 'n/a')")
+    kill "$busy"; busy=""
+    echo "| announcements | took | states (last 1000) | xruns |"
+    echo "|---|---|---|---|"
+    echo "| 1000 | $(json <<<"$sustained" "'%.0f s' % d['seconds']") | $(json <<<"$sustained" "d['states_of_last_1000']") | $x0 → $x1 |"
+    echo
+fi
+if want rig || want load; then
+    stop_daemon "$rig_pid"
+    stop_daemon "$open_pid"
+fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
