@@ -94,6 +94,34 @@ struct PlayerTests {
         #expect(results.map(\.frames) == (try jobs.map { try pack.render($0.announcement).count }))
     }
 
+    @Test func theAudioThreadIsNamedAndRunsAtTheNiceValueItAskedFor() throws {
+        var settings = Player.Settings()
+        settings.threadNice = 5  // lowering one's own priority needs no privilege; −10 works the same way as root
+        let (queue, player, _) = start(RecordingSink(), settings: settings)
+        player.start()
+        defer {
+            queue.close()
+            player.join()
+        }
+        // What `ps -L -o comm,nice` and `top -H` show an operator: /proc/self/task/TID/{comm,stat}.
+        func audioThreads() -> [(comm: String, nice: Int)] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.compactMap { tid in
+                guard let comm = try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8),
+                    comm == "announce-audio\n",
+                    let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+                    let afterName = stat.range(of: ") ")
+                else { return nil }
+                // Fields after "(comm) ": state is field 3, nice is field 19.
+                let fields = stat[afterName.upperBound...].split(separator: " ")
+                return ("announce-audio", Int(fields[16]) ?? Int.min)
+            }
+        }
+        // (Other tests' players run in this process too, at the default priority.)
+        #expect(
+            waitUntil { audioThreads().contains { $0.nice == 5 } }, "threads named announce-audio: \(audioThreads())")
+    }
+
     @Test func keepOpenHoldsTheDeviceBetweenBursts() throws {
         let sink = RecordingSink()
         var settings = Player.Settings()

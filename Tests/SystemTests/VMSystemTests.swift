@@ -59,6 +59,9 @@ import Testing
         #expect(facts["effective_capabilities"] == "0000000000000000")
         #expect(facts["seccomp"] == "2", "no system call filter: \(facts.summary)")
         #expect(facts["state_dir"] == "announce announce 750")
+        // Under its unit's LimitNICE and system call filter the audio thread gets the priority it asks for.
+        #expect(facts["audio_thread_nice"] == "-10", "audio thread nice: \(facts.summary)")
+        #expect(facts["log_priority_refused"] == "0", "\(facts.summary)")
     }
 
     @Test func thePushListenersUserMaySpeakAndOthersCannotConnect() async throws {

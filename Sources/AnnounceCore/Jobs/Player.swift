@@ -86,13 +86,24 @@ public final class Player: @unchecked Sendable {
     /// Starts the audio thread. It runs until the queue is closed and empty.
     public func start() {
         let thread = Thread { [self] in
+            Self.nameThread("announce-audio")
             raisePriority()
             run()
             finished.signal()
         }
-        thread.name = "announce-audio"
         thread.qualityOfService = .userInteractive
         thread.start()
+    }
+
+    /// Names the calling thread for `top -H` and `ps -L`. Foundation's `Thread.name` does not reach the kernel on
+    /// Linux, so the audio thread would show the name of the thread that made it; `pthread_setname_np` and
+    /// `prctl` are not visible to Swift, and writing `/proc/thread-self/comm` is what they do. Best effort.
+    private static func nameThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Waits for the audio thread to finish (after `queue.close()`).

@@ -135,6 +135,9 @@ step_confinement() {
     fact effective_capabilities "$(awk '/^CapEff:/ { print $2 }' "/proc/$pid/status")"
     fact seccomp "$(awk '/^Seccomp:/ { print $2 }' "/proc/$pid/status")"
     fact state_dir "$(stat -c '%U %G %a' /var/lib/announce)"
+    # The audio thread's nice value (per thread on Linux); it asks for audio.thread_nice = -10 as it starts.
+    fact audio_thread_nice "$(ps -L -o comm=,nice= -p "$pid" | awk '$1 == "announce-audio" { print $2 }')"
+    fact log_priority_refused "$(journalctl -b -u announced.service -o cat | grep -c 'keeps the process.s CPU priority')"
 }
 
 step_access() {
