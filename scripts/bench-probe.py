@@ -237,9 +237,16 @@ def sustain(path, count, short=False):
     connection = Connection(path)
     started = time.monotonic()
     ids = []
+    refused_full = 0
     for index in range(count):
         fen = 100 * (1 + index % 9) if short else 100 + index % 900
-        reply = connection.request({"op": "say", "fen": fen})
+        while True:
+            reply = connection.request({"op": "say", "fen": fen})
+            # More than the queue's bound: queue_full changes nothing, so a client waits and sends it again.
+            if reply.get("ok") or reply.get("error", {}).get("code") != "queue_full":
+                break
+            refused_full += 1
+            time.sleep(0.2)
         if not reply.get("ok"):
             raise RuntimeError(f"job {index}: {reply}")
         ids.append(reply["job"]["id"])
@@ -249,7 +256,7 @@ def sustain(path, count, short=False):
     states = {}
     for job in connection.request({"op": "history", "limit": min(count, 1000)})["jobs"]:
         states[job["state"]] = states.get(job["state"], 0) + 1
-    print(json.dumps({"n": count, "seconds": elapsed, "states_of_last_1000": states}))
+    print(json.dumps({"n": count, "seconds": elapsed, "states_of_last_1000": states, "queue_full": refused_full}))
 
 
 def main():

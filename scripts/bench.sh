@@ -282,9 +282,9 @@ if want load; then
     sustained=$($probe sustain "$work/rig.sock" 1000 short)
     x1=$("$bin/announce-ctl" status --json --socket "$work/rig.sock" | json "d['status']['audio'].get('xruns', 'n/a')")
     kill "$busy"; busy=""
-    echo "| announcements | took | states (last 1000) | xruns |"
-    echo "|---|---|---|---|"
-    echo "| 1000 | $(json <<<"$sustained" "'%.0f s' % d['seconds']") | $(json <<<"$sustained" "d['states_of_last_1000']") | $x0 → $x1 |"
+    echo "| announcements | took | states (last 1000) | queue_full answers (client waited, sent again) | xruns |"
+    echo "|---|---|---|---|---|"
+    echo "| 1000 | $(json <<<"$sustained" "'%.0f s' % d['seconds']") | $(json <<<"$sustained" "d['states_of_last_1000']") | $(json <<<"$sustained" "d['queue_full']") | $x0 → $x1 |"
     echo
 fi
 if want rig || want load; then
