@@ -1,7 +1,7 @@
 # Build and install the payment announcer (FHS layout; see docs/deployment.md).
 #
-#   make                          build release binaries (swift build -c release): announced, announce-ctl,
-#                                 announce-push
+#   make                          build release binaries (swift build -c release --static-swift-stdlib):
+#                                 announced, announce-ctl, announce-push
 #   make install                  install into DESTDIR (default /) under PREFIX (default /usr)
 #   make install DESTDIR=/tmp/stage BUILD_DIR=.build-vm/release
 #   make check-units              systemd-analyze verify + security of the installed units (staged)
@@ -27,7 +27,10 @@ CONFDIR ?= $(SYSCONFDIR)/announce
 STATEDIR ?= $(LOCALSTATEDIR)/lib/announce
 
 SWIFT ?= swift
-SWIFT_FLAGS ?= -c release
+# The Swift runtime and Foundation linked in: a terminal has no Swift toolchain to provide them, and a process
+# that need not load and bind ~20 Swift shared libraries starts in about 40 % less time — which every
+# `announce-ctl say` pays (docs/benchmarks.md). SWIFT_FLAGS="-c release" builds against the toolchain's libraries.
+SWIFT_FLAGS ?= -c release --static-swift-stdlib
 # Where the binaries to install are (the output of `make`, or another build such as the VM's static one).
 BUILD_DIR ?= .build/release
 BINARIES := announced announce-ctl announce-push

@@ -49,8 +49,8 @@ done
 if [[ -n "${ANNOUNCE_BIN_DIR:-}" ]]; then  # binaries built elsewhere (say so in the results)
     bin="$ANNOUNCE_BIN_DIR"
 else
-    echo "bench: release build" >&2
-    swift build -c release >&2
+    echo "bench: release build, as \`make\` builds it (static Swift stdlib)" >&2
+    swift build -c release --static-swift-stdlib >&2
     bin=$(swift build -c release --show-bin-path)
 fi
 probe="python3 $PWD/scripts/bench-probe.py"

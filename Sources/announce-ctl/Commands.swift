@@ -20,6 +20,7 @@ struct JobOptions: ParsableArguments {
 
 struct Say: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "say",
         abstract: "Announce a payment.",
         discussion: """
             Examples:
@@ -80,6 +81,7 @@ struct Say: ParsableCommand {
 
 struct Prompt: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "prompt",
         abstract: "Play a named status prompt from the voice pack.",
         discussion: """
             Status prompts are droppable: a newer one replaces one still waiting, and payments go first. \
@@ -106,7 +108,8 @@ struct Prompt: ParsableCommand {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the daemon's state: queue, voices, journal, audio.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the daemon's state: queue, voices, journal, audio.")
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -164,6 +167,7 @@ struct QueueCommand: ParsableCommand {
 
 struct Cancel: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Cancel waiting or playing jobs.",
         discussion: "Examples:  announce-ctl cancel 12 13   announce-ctl cancel --all")
 
@@ -202,6 +206,7 @@ struct Cancel: ParsableCommand {
 
 struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "replay",
         abstract: "Say an announcement again: the last payment spoken, or job ID from the history.",
         discussion: "A replay is a new job (urgent unless -P says otherwise) and is never a duplicate.")
 
@@ -220,6 +225,7 @@ struct Replay: ParsableCommand {
 
 struct History: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "history",
         abstract: "List recent announcements, newest first (kept across restarts).")
 
     @OptionGroup var connection: ConnectionOptions
@@ -238,6 +244,7 @@ struct History: ParsableCommand {
 
 struct Volume: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "volume",
         abstract: "Show or set the alert volume threshold (percent).",
         discussion: """
             An announcement raises the volume to the threshold if it is lower, and puts it back afterwards.
@@ -274,7 +281,8 @@ struct Volume: ParsableCommand {
 }
 
 struct Ping: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Check that the daemon answers.")
+    static let configuration = CommandConfiguration(
+        commandName: "ping", abstract: "Check that the daemon answers.")
 
     @OptionGroup var connection: ConnectionOptions
 

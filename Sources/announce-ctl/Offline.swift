@@ -83,6 +83,7 @@ struct WordsLine: Encodable {
 
 struct Words: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "words",
         abstract: "Print the sentence each amount will be announced as (no daemon needed).",
         discussion: """
             Examples:  announce-ctl words --channel alipay 100.00 1005 0.05
@@ -158,6 +159,7 @@ struct Words: ParsableCommand {
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "render",
         abstract: "Write exactly the samples the daemon would play to a WAV file (no daemon needed).",
         discussion: """
             Renders an amount (or --fen, a --prompt, or free --text) with the same voice pack, reading options, \
