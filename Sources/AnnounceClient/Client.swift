@@ -44,6 +44,12 @@ public final class Client {
     /// blocking for ever (the push listener must not hang on a stuck daemon).
     public init(path: String, timeout: Double? = nil) throws(ClientError) {
         self.path = path
+        fd = try Self.connectedSocket(path: path, timeout: timeout)
+    }
+
+    /// A blocking Unix stream socket connected to `path` (close-on-exec); the caller owns the descriptor.
+    /// With a `timeout` (seconds) on both directions. Shared with the tests' raw connections.
+    public static func connectedSocket(path: String, timeout: Double? = nil) throws(ClientError) -> Int32 {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -54,7 +60,7 @@ public final class Client {
             raw.copyBytes(from: path.utf8)
             raw[path.utf8.count] = 0
         }
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ClientError(message: "socket(): \(String(cString: strerror(errno)))") }
         if let timeout {
             var value = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
@@ -70,9 +76,9 @@ public final class Client {
         guard result == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(fd)
-            fd = -1
             throw ClientError(message: "cannot connect to the daemon at \(path): \(reason)")
         }
+        return fd
     }
 
     deinit { if fd >= 0 { Glibc.close(fd) } }
