@@ -36,6 +36,8 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
     public var finishedMs: Double?
     public var errorCode: String?
     public var errorMessage: String?
+    /// Times playback began (see `Journal.Change.started`).
+    public var attempts: Int = 0
 
     public init(
         priority: JobPriority, utterance: Utterance, lang: String?, style: ReadingStyle?, liang: Bool?,
@@ -85,7 +87,8 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
             replayOf: replayOf.map(UInt64.init), acceptedAt: WallClock.iso8601(ms: acceptedAt),
             startedAt: startedAt.map(WallClock.iso8601(ms:)), finishedAt: finishedAt.map(WallClock.iso8601(ms:)),
             ttl: ttlMs.map { Double($0) / 1000 }, firstSampleMs: firstSampleMs, finishedMs: finishedMs,
-            error: errorCode.map { ErrorInfo(code: $0, message: errorMessage ?? "") })
+            error: errorCode.map { ErrorInfo(code: $0, message: errorMessage ?? "") },
+            attempts: attempts > 0 ? attempts : nil)
     }
 }
 

@@ -9,6 +9,7 @@ struct Item: Schedulable, Equatable, CustomStringConvertible {
     var value: Int
     var priority: JobPriority = .payment
     var expiresAt: UInt64?
+    var id: UInt64 { UInt64(value) }
 
     static func payment(_ value: Int) -> Item { Item(value: value) }
     static func urgent(_ value: Int) -> Item { Item(value: value, priority: .urgent) }
@@ -144,24 +145,71 @@ struct JobQueueTests {
         #expect(queue.snapshot.map(\.value) == [1, 3, 5])
     }
 
-    /// Many producers, one consumer: every accepted element comes out exactly once, and each producer's
-    /// elements in the order it sent them.
-    @Test func concurrentProducersLoseNothing() throws {
+    /// Many producers and one consumer at the same time (the consumer takes while the producers put): every
+    /// accepted element comes out exactly once, and each producer's elements in the order it sent them.
+    @Test func concurrentProducersAndAConsumerLoseNothing() throws {
         let queue = JobQueue<Item>(capacity: 100_000)
         let producers = 8
         let perProducer = 2_000
-        DispatchQueue.concurrentPerform(iterations: producers) { producer in
-            for index in 0..<perProducer { _ = try? queue.enqueue(.payment(producer * perProducer + index)) }
+        let seen = Mutex<[Int]>([])
+        let consumer = Thread {
+            while let item = queue.dequeue() {
+                seen.withLock { $0.append(item.value) }
+                queue.release(item.id)
+            }
         }
+        let done = DispatchSemaphore(value: 0)
+        let finished = Thread {
+            DispatchQueue.concurrentPerform(iterations: producers) { producer in
+                for index in 0..<perProducer { _ = try? queue.enqueue(.payment(producer * perProducer + index)) }
+            }
+            done.signal()
+        }
+        consumer.start()
+        finished.start()
+        done.wait()
+        // Some elements were taken while producers were still putting (the consumer started first).
         queue.close()
-        var seen: [Int] = []
-        while let item = queue.dequeue() { seen.append(item.value) }
-        #expect(seen.count == producers * perProducer)
-        #expect(Set(seen).count == seen.count)
+        while !consumer.isFinished { Thread.sleep(forTimeInterval: 0.001) }
+        let values = seen.withLock { $0 }
+        #expect(values.count == producers * perProducer)
+        #expect(Set(values).count == values.count)
         for producer in 0..<producers {
-            let mine = seen.filter { $0 / perProducer == producer }
+            let mine = values.filter { $0 / perProducer == producer }
             #expect(mine == mine.sorted())
         }
+        #expect(queue.inFlight.isEmpty)
+    }
+
+    @Test func aTakenElementStaysInFlightWhereACancelFindsIt() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        for value in 1...3 { try queue.enqueue(.payment(value)) }
+        let taken = try #require(queue.dequeue())
+        #expect(taken.value == 1 && queue.inFlight == [1])
+        #expect(!queue.isCancelRequested(1))
+        let (removed, flagged) = queue.cancel { $0 == 1 || $0 == 3 }
+        #expect(removed.map(\.value) == [3], "waiting: taken out")
+        #expect(flagged == [1], "in flight: flagged for the consumer")
+        #expect(queue.isCancelRequested(1))
+        queue.release(1)
+        #expect(queue.inFlight.isEmpty && !queue.isCancelRequested(1))
+        #expect(queue.snapshot.map(\.value) == [2])
+    }
+
+    @Test func restoreUndoesACancelInIDOrder() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        for value in 1...5 { try queue.enqueue(.payment(value)) }
+        try queue.enqueue(.urgent(6))
+        try queue.enqueue(.status(7))
+        let (removed, _) = queue.cancel { $0 % 2 == 0 || $0 == 7 }
+        #expect(removed.map(\.value) == [6, 2, 4, 7])
+        #expect(queue.restore(removed).isEmpty)
+        #expect(queue.snapshot.map(\.value) == [6, 1, 2, 3, 4, 5, 7], "back where they were")
+        // A status prompt whose slot a newer one took cannot go back: it is superseded.
+        let (status, _) = queue.cancel { $0 == 7 }
+        try queue.enqueue(.status(8))
+        #expect(queue.restore(status).map(\.value) == [7])
+        #expect(queue.snapshot.last?.value == 8)
     }
 }
 

@@ -54,24 +54,69 @@ struct JournalTests {
         #expect(try reopened.insert(record("1")).jobID == 3)
     }
 
-    @Test func recoveryRecordsPlayingJobsInterruptedAndDoesNotReturnThem() throws {
+    @Test func recoveryReturnsEveryJobNotHeardInFullThePlayingOnesToo() throws {
         defer { cleanUp() }
         let journal = try Journal(path: path)
         let spoken = try journal.insert(record("1")).jobID
         let playing = try journal.insert(record("2")).jobID
         let queued = try journal.insert(record("3")).jobID
-        journal.markStarted(spoken, atMs: 1_100)
-        journal.finish(Journal.Outcome(id: spoken, state: .spoken, atMs: 1_200, firstSampleMs: 5, finishedMs: 900))
-        journal.markStarted(playing, atMs: 1_300)
-        journal.flush()
+        try journal.record([
+            .started(id: spoken, atMs: 1_100, attempt: 1),
+            .finished(Journal.Outcome(id: spoken, state: .spoken, atMs: 1_200, firstSampleMs: 5, finishedMs: 900)),
+            .started(id: playing, atMs: 1_300, attempt: 1),
+        ])
         let recovery = try journal.recover(nowMs: 5_000)
-        #expect(recovery.pending.map(\.jobID) == [queued])
-        #expect(recovery.interrupted.map(\.jobID) == [playing])
-        let interrupted = try #require(try journal.job(playing))
-        #expect(interrupted.jobState == .failed)
-        #expect(interrupted.errorCode == "interrupted")
+        #expect(recovery.pending.map(\.jobID) == [playing, queued], "cut off while playing: spoken again")
+        #expect(recovery.interrupted == 1)
+        #expect(recovery.pending[0].attempts == 1 && recovery.pending[1].attempts == 0)
         #expect(try journal.job(spoken)?.jobState == .spoken)
-        #expect(try journal.countByState() == ["spoken": 1, "failed": 1, "queued": 1])
+        #expect(try journal.countByState() == ["spoken": 1, "playing": 1, "queued": 1], "recovery changes nothing")
+    }
+
+    @Test func aFinalStateIsNeverOverwritten() throws {
+        defer { cleanUp() }
+        let journal = try Journal(path: path)
+        let id = try journal.insert(record("1")).jobID
+        try journal.record([.finished(Journal.Outcome(id: id, state: .cancelled, atMs: 1_100))])
+        try journal.record([
+            .started(id: id, atMs: 1_200, attempt: 1), .finished(Journal.Outcome(id: id, state: .spoken, atMs: 1_300)),
+        ])
+        #expect(try journal.job(id)?.jobState == .cancelled)
+        #expect(try journal.job(id)?.attempts == 0)
+    }
+
+    @Test func aFullDiskSpendsTheReserveOnOutcomesAndRefusesNewJobsUntilSpaceIsBack() async throws {
+        // A real full file system: a 2 MiB tmpfs (the tests run as root).
+        let mount = "\(directory)/small"
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        #expect(system("mount -t tmpfs -o size=2m tmpfs \(mount)") == 0)
+        defer {
+            _ = system("umount -l \(mount)")
+            cleanUp()
+        }
+        let journal = try Journal(path: "\(mount)/journal.sqlite")
+        #expect(journal.hasReserve)
+        let ids = try (1...20).map { try journal.insert(record("\($0)")).jobID }
+        // Fill the disk to the last byte.
+        let filler = fopen("\(mount)/filler", "w")
+        let block = [UInt8](repeating: 0xA5, count: 4096)
+        while fwrite(block, 1, block.count, filler) == block.count {}
+        var byte: UInt8 = 1
+        while fwrite(&byte, 1, 1, filler) == 1 && fflush(filler) == 0 {}
+        fclose(filler)
+        // New jobs are refused …
+        #expect { try journal.insert(record("99")) } throws: { ($0 as? AnnounceError)?.code == .journal }
+        // … but the outcomes of those accepted are recorded, on the reserve.
+        for id in ids {
+            try journal.record([.finished(Journal.Outcome(id: id, state: .spoken, atMs: 2_000))])
+        }
+        #expect(try journal.countByState() == ["spoken": 20])
+        #expect(!journal.hasReserve)
+        #expect { try journal.insert(record("99")) } throws: { ($0 as? AnnounceError)?.message.contains("full") == true }
+        // Space again: the reserve is made again and jobs are accepted.
+        try FileManager.default.removeItem(atPath: "\(mount)/filler")
+        #expect(try journal.insert(record("100")).jobID == 21)
+        #expect(journal.hasReserve)
     }
 
     @Test func historyIsNewestFirstAndLastSpokenPaymentIsFound() throws {
@@ -79,9 +124,8 @@ struct JournalTests {
         let journal = try Journal(path: path)
         for (index, amount) in ["1", "2", "3"].enumerated() {
             let id = try journal.insert(record(amount, atMs: Int64(1_000 + index))).jobID
-            if index < 2 { journal.finish(Journal.Outcome(id: id, state: .spoken, atMs: Int64(2_000 + index))) }
+            if index < 2 { try journal.finishNow([Journal.Outcome(id: id, state: .spoken, atMs: Int64(2_000 + index))]) }
         }
-        journal.flush()
         #expect(try journal.history(limit: 2).map(\.jobID) == [3, 2])
         #expect(try journal.lastSpokenPayment()?.amount == "2.00")
         let info = try #require(try journal.job(2)).info
@@ -96,9 +140,10 @@ struct JournalTests {
         let old = try journal.insert(record("1", order: "old", atMs: 1_000)).jobID
         let referenced = try journal.insert(record("2", order: "recent", atMs: 9_000)).jobID
         let unfinished = try journal.insert(record("3", atMs: 1_000)).jobID
-        journal.finish(Journal.Outcome(id: old, state: .spoken, atMs: 1_500))
-        journal.finish(Journal.Outcome(id: referenced, state: .spoken, atMs: 1_500))
-        journal.flush()
+        try journal.finishNow([
+            Journal.Outcome(id: old, state: .spoken, atMs: 1_500),
+            Journal.Outcome(id: referenced, state: .spoken, atMs: 1_500),
+        ])
         let purged = try journal.purge(jobsBeforeMs: 5_000, ordersBeforeMs: 5_000)
         #expect(purged.orders == 1)
         #expect(purged.jobs == 1)
