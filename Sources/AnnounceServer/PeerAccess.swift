@@ -59,21 +59,26 @@ public struct PeerCredentials: Sendable, Equatable {
         }
     }
 
-    /// Reads the peer's credentials from an accepted Unix socket channel.
-    public static func of(_ channel: any Channel) async throws -> PeerCredentials {
+    /// Reads the peer's credentials from an accepted Unix socket channel. Called as the connection is accepted,
+    /// on its event loop, before anything can close it: a client that sends its request and shuts its side down
+    /// at once (`echo … | socat`) is still known.
+    public static func of(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
-            throw AnnounceError(.internalError, "the connection has no socket options")
+            return channel.eventLoop.makeFailedFuture(
+                AnnounceError(.internalError, "the connection has no socket options"))
         }
-        let ucred: UCred = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
-        ).get()
-        var credentials = PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
-        if let list: GroupList = try? await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS)
-        ).get() {
-            credentials.groups = list.values
+        let ucred: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        return ucred.flatMap { ucred in
+            let credentials = PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
+            let groups: EventLoopFuture<GroupList> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS))
+            return groups.map { list in
+                var withGroups = credentials
+                withGroups.groups = list.values
+                return withGroups
+            }.recover { _ in credentials }
         }
-        return credentials
     }
 }
 

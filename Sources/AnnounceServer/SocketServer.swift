@@ -30,7 +30,11 @@ public struct SocketServer: Sendable {
     public func run(onReady: @Sendable () -> Void = {}) async throws {
         let limits = daemon.limits
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
-            channel.eventLoop.makeCompletedFuture {
+            // The credentials first, while the socket is certainly open: a client may send its request and close
+            // its side (or all of it) before the connection's task runs.
+            PeerCredentials.of(channel).map { Result<PeerCredentials, any Error>.success($0) }.recover {
+                .failure($0)
+            }.flatMapThrowing { peer in
                 let activity = ConnectionActivity()
                 let current = daemon.limits
                 try channel.pipeline.syncOperations.addHandler(
@@ -41,11 +45,14 @@ public struct SocketServer: Sendable {
                 try channel.pipeline.syncOperations.addHandler(
                     ByteToMessageHandler(LineFrameDecoder(maximumLength: current.maxRequestBytes)))
                 let async = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                return Connection(channel: async, activity: activity)
+                return Connection(channel: async, activity: activity, peer: peer)
             }
         }
+        // Half-closure allowed: a client that sends its request and shuts its side down (`echo … | socat`,
+        // shutdown(SHUT_WR)) is still answered; the connection closes once its requests are served.
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
         let server: NIOAsyncChannel<Connection, Never>
         // The socket file this server created, removed when it stops (never one another process owns).
         var boundPath: String?
@@ -122,6 +129,8 @@ public struct SocketServer: Sendable {
     struct Connection: Sendable {
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         let activity: ConnectionActivity
+        /// Read when the connection was accepted.
+        let peer: Result<PeerCredentials, any Error>
     }
 
     private func serve(_ connection: Connection, handler: RequestHandler) async {
@@ -149,9 +158,10 @@ public struct SocketServer: Sendable {
                     return
                 }
                 let peer: PeerCredentials
-                do {
-                    peer = try await PeerCredentials.of(connection.channel.channel)
-                } catch {
+                switch connection.peer {
+                case .success(let credentials):
+                    peer = credentials
+                case .failure(let error):
                     logger.error("cannot read the peer's credentials", metadata: ["error": "\(error)"])
                     try await send(
                         .failure(id: nil, AnnounceError(.unauthorized, "the peer's credentials are unknown")))

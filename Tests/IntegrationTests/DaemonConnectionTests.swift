@@ -153,6 +153,64 @@ extension DaemonIntegration {
             }
         }
 
+        /// A client that sends its request and shuts its writing side down (shutdown(SHUT_WR), what `echo … |
+        /// socat` does) is answered for every operation; one that closes completely has its request carried out
+        /// all the same (issue 16, item 7).
+        @Test func aClientThatShutsItsWritingSideIsAnsweredAndOneThatClosesIsServed() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                for request in [
+                    Request(id: "p", op: "ping"), Request(id: "s", op: "status"),
+                    Request(id: "q", op: "say", amount: "1.50", order: "half-1"),
+                ] {
+                    let connection = try RawConnection(path: daemon.socket)
+                    connection.write(String(decoding: try JSONEncoder().encode(request), as: UTF8.self) + "\n")
+                    connection.shutdownWrite()
+                    let reply = await connection.readResponse()
+                    #expect(
+                        reply?.ok == true && reply?.id == request.id,
+                        "\(request.op) after shutdown(SHUT_WR): \(String(describing: reply))")
+                    #expect(await connection.isClosedByPeer(within: .seconds(10)), "\(request.op): closed once answered")
+                }
+                let said = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
+                #expect(said.order == "half-1" && said.amount == "1.50")
+
+                // Closed completely before the daemon read a byte: the payment is still taken, once.
+                let gone = try RawConnection(path: daemon.socket)
+                gone.write(#"{"id":"g","op":"say","amount":"2.50","order":"gone-1"}"# + "\n")
+                gone.close()
+                let status = try await daemon.waitForStatus { $0.totals.accepted == 2 }
+                #expect(status.totals.accepted == 2)
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 5)).jobs)
+                #expect(history.map(\.order) == ["gone-1", "half-1"])
+                #expect(!daemon.log.contains("cannot read the peer's credentials"), "\(daemon.log)")
+            }
+        }
+
+        /// The example at the top of docs/protocol.md, run as written (only the socket path differs) with the real
+        /// socat: the acceptance reply, then the final one.
+        @Test func theDocumentedSocatExampleWorks() async throws {
+            let socat = "/usr/bin/socat"
+            try #require(FileManager.default.isExecutableFile(atPath: socat), "socat is installed by scripts/setup.sh")
+            let document = try String(contentsOfFile: "\(Paths.root)/docs/protocol.md", encoding: .utf8)
+            let example = try #require(
+                document.split(separator: "\n").first { $0.hasPrefix("$ echo") && $0.contains("| socat") })
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let command = example.dropFirst(2).replacingOccurrences(
+                    of: "/run/announce/announce.sock", with: daemon.socket)
+                let result = try await run("/bin/sh", ["-c", command])
+                #expect(result.status == 0, "\(command): \(result)")
+                let replies = result.stdout.split(separator: "\n").map {
+                    try? JSONDecoder().decode(Response.self, from: Data($0.utf8))
+                }
+                #expect(replies.count == 2, "\(command): \(result)")
+                let accepted = replies.first ?? nil
+                let final = replies.last ?? nil
+                #expect(accepted?.ok == true && accepted?.done == false && accepted?.job?.state == .queued, "\(result)")
+                #expect(accepted?.id == "1" && accepted?.job?.order == "A1", "\(result)")
+                #expect(final?.ok == true && final?.done == true && final?.job?.state == .spoken, "\(result)")
+            }
+        }
+
         @Test func tooManyClientsAreAnsweredBusy() async throws {
             try await withDaemon(rig: nil, arguments: ["--max-clients", "3"], device: "null") { daemon in
                 // A connection just closed (the start-up probe's) may hold its slot until the daemon reaps it:

@@ -123,6 +123,12 @@ public final class RawConnection: @unchecked Sendable {
     @discardableResult
     public func write(_ text: String) -> Bool { write(Array(text.utf8)) }
 
+    /// Shuts down the writing side only (shutdown(SHUT_WR)), as `echo … | socat` does once its input ends: the
+    /// peer reads end-of-file, and replies can still come back.
+    public func shutdownWrite() {
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_WR)) }
+    }
+
     /// Shuts the connection down both ways; safe while another thread is blocked on it.
     public func shutdownBoth() {
         if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
