@@ -136,7 +136,45 @@ struct ConfigurationTests {
         }
     }
 
-    @Test func durations() {
+    /// Every duration setting has a range, checked as the file is read: a huge value is a configuration error
+    /// naming the key, not an integer overflow (SIGILL) when it becomes milliseconds (issue 16, item 8).
+    @Test(arguments: DaemonConfiguration.durationRanges.keys.sorted())
+    func aDurationOutOfItsRangeIsAnErrorNamingTheKey(key: String) throws {
+        let (section, name) = (key.split(separator: ".")[0], key.split(separator: ".")[1])
+        let range = DaemonConfiguration.durationRange(key)
+        for written in ["\"1e300s\"", "9223372036854775807", "\"\(Int(range.upperBound) + 1)s\""] {
+            let text = "[\(section)]\n\(name) = \(written)\n"
+            let refused = #expect(throws: AnnounceError.self, "\(key) = \(written)") {
+                try ConfigFile.apply(text, source: "t.toml", onto: base)
+            }
+            let expected = "t.toml: \(key): must be \(Duration.describe(range: range)), not"
+            #expect(refused?.message.contains(expected) == true, "\(String(describing: refused))")
+        }
+        // The bounds themselves are fine.
+        for bound in [range.lowerBound, range.upperBound] {
+            let c = try ConfigFile.apply("[\(section)]\n\(name) = \(bound)\n", onto: base)
+            #expect(c.problems().isEmpty, "\(key) = \(bound): \(c.problems())")
+        }
+    }
+
+    /// The same ranges for a configuration built in code (or by flags): `problems()` names each one.
+    @Test func problemsNameEveryDurationOutOfRange() {
+        var c = base
+        c.dedupWindowSeconds = 1e300
+        c.historyRetentionSeconds = 1e300
+        c.paymentTTLSeconds = 8 * 86_400
+        c.audioStallLimitSeconds = 0
+        c.shutdownTimeoutSeconds = 1e18
+        let problems = c.problems()
+        #expect(problems.contains("queue.dedup_window: must be 0 … 366d, not 1e+300s"), "\(problems)")
+        #expect(problems.contains("queue.history_retention: must be 0 … 3660d, not 1e+300s"), "\(problems)")
+        #expect(problems.contains("queue.payment_ttl: must be 0 … 7d, not 8d"), "\(problems)")
+        #expect(problems.contains("audio.stall_limit: must be 1ms … 1h, not 0"), "\(problems)")
+        #expect(problems.contains("limits.shutdown_timeout: must be 1ms … 1d, not 1e+18s"), "\(problems)")
+        #expect(problems.count == 5, "\(problems)")
+    }
+
+    @Test func durations() throws {
         #expect(Duration.parseSeconds("90") == 90)
         #expect(Duration.parseSeconds("0.5") == 0.5)
         #expect(Duration.parseSeconds("500ms") == 0.5)
@@ -145,6 +183,12 @@ struct ConfigurationTests {
         #expect(Duration.parseSeconds("7d") == 604_800)
         #expect(Duration.parseSeconds("-1s") == nil)
         #expect(Duration.parseSeconds("soon") == nil)
+        #expect(Duration.parseSeconds(" 10 m ") == 600)
+        #expect(Duration.parseSeconds("1e400s") == nil, "not finite")
+        #expect(Duration.parseSeconds("1e308d") == nil, "not finite once in seconds")
+        #expect(Duration.parseSeconds("nan") == nil)
+        #expect(throws: Duration.Problem.self) { try Duration.seconds(.seconds(.infinity), within: 0...1) }
+        #expect(try Duration.seconds(.text("500ms"), within: 0...1) == 0.5)
         #expect(Duration.describe(86_400) == "\"1d\"")
         #expect(Duration.describe(90) == "\"90s\"")
         #expect(Duration.describe(0.25) == "\"250ms\"")
@@ -248,6 +292,23 @@ struct ConfigurationDocumentTests {
         documented.socketPath = defaults.socketPath
         documented.stateDirectory = defaults.stateDirectory
         #expect(documented == defaults)
+    }
+
+    /// The table of duration ranges is the code's.
+    @Test func theDocumentedDurationRangesAreTheCodes() throws {
+        let text = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
+        var documented: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("| `queue.") || line.hasPrefix("| `audio.")
+            || line.hasPrefix("| `limits.")
+        {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 2 else { continue }
+            for key in cells[0].split(separator: ",") {
+                documented[key.trimmingCharacters(in: CharacterSet(charactersIn: " `"))] = cells[1]
+            }
+        }
+        let code = DaemonConfiguration.durationRanges.mapValues { Duration.describe(range: $0) }
+        #expect(documented == code)
     }
 
     @Test func theLockedDownExampleParses() throws {
