@@ -106,6 +106,7 @@ public final class Journal: Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v2: order ids per kind of job") { db in try DedupRecord.separateKinds(db) }
         return migrator
     }
 
@@ -122,9 +123,7 @@ public final class Journal: Sendable {
             return try pool.write { db in
                 var record = record
                 try record.insert(db)
-                if let order = record.orderId, let id = record.id {
-                    try DedupRecord(orderId: order, jobId: id, acceptedAt: record.acceptedAt).upsert(db)
-                }
+                try DedupRecord(record)?.upsert(db)
                 return record
             }
         } catch {
@@ -289,7 +288,7 @@ public final class Journal: Sendable {
         do {
             return try pool.read { db in
                 try DedupRecord.filter(Column("accepted_at") >= sinceMs).order(Column("accepted_at")).fetchAll(db)
-                    .map { DedupWindow.Entry(order: $0.orderId, jobID: UInt64($0.jobId), acceptedAtMs: $0.acceptedAt) }
+                    .map(\.entry)
             }
         } catch {
             throw failure("read the de-duplication window", error)

@@ -152,7 +152,10 @@ public final class Daemon: Sendable {
                 throw AnnounceError(.shuttingDown, "the daemon is shutting down; try again after it restarts")
             }
             let nowMs = WallClock.nowMs
-            if let order = request.order, let entry = self.dedup.withLock({ $0.lookup(order, nowMs: nowMs) }) {
+            let kind = request.utterance.dedupKind
+            if let order = request.order,
+                let entry = self.dedup.withLock({ $0.lookup(order, kind: kind, nowMs: nowMs) })
+            {
                 return .duplicate(try self.jobInfo(entry.jobID) ?? JobInfo(id: entry.jobID, state: .spoken))
             }
             guard self.queue.hasRoom(for: request.priority) else {
@@ -169,7 +172,7 @@ public final class Daemon: Sendable {
             let journalNanos = Monotonic.nanos - committing
             if let order = request.order {
                 self.dedup.withLock {
-                    $0.insert(DedupWindow.Entry(order: order, jobID: record.jobID, acceptedAtMs: nowMs))
+                    $0.insert(DedupWindow.Entry(order: order, kind: kind, jobID: record.jobID, acceptedAtMs: nowMs))
                 }
             }
             let job = Job(

@@ -1,5 +1,6 @@
 import AnnounceCore
 import Foundation
+import GRDB
 import Testing
 
 @testable import AnnounceJournal
@@ -50,7 +51,8 @@ struct JournalTests {
             recovery.pending[1].decodedUtterance
                 == .payment(amount: try Amount(parsing: "8.50"), channel: "plain", refund: false))
         #expect(
-            try reopened.dedupEntries(sinceMs: 0) == [DedupWindow.Entry(order: "A1", jobID: 2, acceptedAtMs: 1_000)])
+            try reopened.dedupEntries(sinceMs: 0)
+                == [DedupWindow.Entry(order: "A1", kind: .payment, jobID: 2, acceptedAtMs: 1_000)])
         #expect(try reopened.insert(record("1")).jobID == 3)
     }
 
@@ -119,6 +121,60 @@ struct JournalTests {
         let journal = try Journal(path: path)
         #expect(try journal.setting("volume_threshold") == "75")
         #expect(try journal.setting("other") == nil)
+    }
+
+    func record(_ utterance: Utterance, order: String, atMs: Int64) -> JobRecord {
+        JobRecord(
+            priority: .status, utterance: utterance, lang: "zh", style: nil, liang: nil, order: order,
+            announcement: Announcement(tokens: ["x"], text: "x", files: []), acceptedAtMs: atMs, ttlMs: nil)
+    }
+
+    /// A payment, a prompt and a text may carry the same order id: the journal remembers each, and none replaces
+    /// another (issue 16, item 10).
+    @Test func eachKindOfJobKeepsItsOwnOrderIDsAcrossReopening() throws {
+        defer { cleanUp() }
+        do {
+            let journal = try Journal(path: path)
+            _ = try journal.insert(record(.prompt(name: "network-lost"), order: "X", atMs: 1_000))
+            _ = try journal.insert(record("8.50", order: "X", atMs: 2_000))
+            _ = try journal.insert(record(.text("请到前台取货"), order: "X", atMs: 3_000))
+        }
+        let entries = try Journal(path: path).dedupEntries(sinceMs: 0)
+        #expect(
+            entries == [
+                DedupWindow.Entry(order: "X", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
+                DedupWindow.Entry(order: "X", kind: .payment, jobID: 2, acceptedAtMs: 2_000),
+                DedupWindow.Entry(order: "X", kind: .text, jobID: 3, acceptedAtMs: 3_000),
+            ])
+    }
+
+    /// A journal written by the previous schema (one order id space) keeps its order ids, each under the kind of
+    /// the job it names.
+    @Test func aVersion1JournalIsMigratedKindByKind() throws {
+        defer { cleanUp() }
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try Journal.migrator.migrate(queue, upTo: "v1")
+            try queue.write { db in
+                var prompt = record(.prompt(name: "network-lost"), order: "P", atMs: 1_000)
+                try prompt.insert(db)
+                var payment = try record("1", order: "Q", atMs: 2_000)
+                try payment.insert(db)
+                try db.execute(
+                    sql: "INSERT INTO dedup (order_id, job_id, accepted_at) VALUES ('P', 1, 1000), ('Q', 2, 2000)")
+            }
+        }
+        let journal = try Journal(path: path)
+        #expect(
+            try journal.dedupEntries(sinceMs: 0) == [
+                DedupWindow.Entry(order: "P", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
+                DedupWindow.Entry(order: "Q", kind: .payment, jobID: 2, acceptedAtMs: 2_000),
+            ])
+        _ = try journal.insert(record("2", order: "P", atMs: 3_000))
+        #expect(
+            try journal.dedupEntries(sinceMs: 3_000) == [
+                DedupWindow.Entry(order: "P", kind: .payment, jobID: 3, acceptedAtMs: 3_000)
+            ], "payment P is not prompt P")
     }
 
     @Test func oneDaemonPerJournal() throws {
