@@ -19,6 +19,8 @@ import Glibc
 /// holds it (the kernel releases it when the holder dies, even by SIGKILL).
 public final class Journal: Sendable {
     public let path: String
+    /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
+    public let recoveredFromCorruption: String?
     private let pool: DatabasePool
     private let lockDescriptor: Int32
     /// Progress writes waiting for the writer (see `record`).
@@ -47,12 +49,19 @@ public final class Journal: Sendable {
         var configuration = Configuration()
         configuration.label = "announce.journal"
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-            // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
-            // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
-            // process, not of the machine).
-            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            try Self.migrator.migrate(pool)
+            // A damaged file is moved aside and an empty journal started (JournalCorruption.swift).
+            (pool, recoveredFromCorruption) = try Self.openingAsideIfCorrupt(path: path) {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
+                // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
+                // process, not of the machine).
+                try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+                try Self.migrator.migrate(pool)
+                return pool
+            }
+        } catch let error as AnnounceError {
+            close(lockDescriptor)
+            throw error
         } catch {
             close(lockDescriptor)
             throw AnnounceError(.journal, "cannot open the journal \(path)", cause: "\(error)")

@@ -119,7 +119,8 @@ extension Daemon {
             voices: voices,
             journal: DaemonStatus.Journal(
                 path: journal.path, recoveredAtStart: recovered.pending, interruptedAtStart: recovered.interrupted,
-                dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000),
+                dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000,
+                recoveredFromCorruption: journal.recoveredFromCorruption),
             totals: metrics.currentTotals, audio: audioStatus(),
             peer: peer.map {
                 DaemonStatus.Peer(pid: $0.pid, uid: $0.uid, gid: $0.gid, access: current.policy.access(for: $0))

@@ -74,6 +74,14 @@ public final class Daemon: Sendable {
         }
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
         journal = try Journal(path: configuration.journalPath)
+        if let evidence = journal.recoveredFromCorruption {
+            logger.error(
+                """
+                the journal was damaged: moved aside, starting with an empty journal (the jobs, order ids and \
+                history in it are not known to this run; see docs/deployment.md)
+                """,
+                metadata: ["journal": "\(configuration.journalPath)", "moved_to": "\(evidence)"])
+        }
         let (mode, synchronous) = try journal.durabilitySettings()
         logger.info(
             "journal open",
