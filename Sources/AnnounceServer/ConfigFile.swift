@@ -143,6 +143,8 @@ public enum ConfigFile {
             switch key {
             case "control_users": names(key, value) { $0.controlUsers = $1 }
             case "control_groups": names(key, value) { $0.controlGroups = $1 }
+            case "submit_users": names(key, value) { $0.submitUsers = $1 }
+            case "submit_groups": names(key, value) { $0.submitGroups = $1 }
             case "read_users": names(key, value) { $0.readUsers = $1 }
             case "read_groups": names(key, value) { $0.readGroups = $1 }
             case "read_anyone": bool(key, value) { $0.readAnyone = $1 }

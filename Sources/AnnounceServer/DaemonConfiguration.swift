@@ -56,10 +56,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var audioStallLimitSeconds: Double = 30
 
     // Access (peer credentials from SO_PEERCRED)
-    /// Users and groups (names or numbers) allowed `control` operations (say, prompt, cancel, replay, volume
-    /// set). Root and the daemon's own user always are.
+    /// Users and groups (names or numbers) allowed `control` operations (say, prompt, text, cancel, replay,
+    /// volume set). Root and the daemon's own user always are.
     public var controlUsers: [String] = []
     public var controlGroups: [String] = []
+    /// Users and groups allowed `submit` operations only (say, prompt, text; and what `read` allows): the push
+    /// listener, which must make the speaker speak but never cancel, replay or change the volume.
+    public var submitUsers: [String] = []
+    public var submitGroups: [String] = []
     /// Users and groups allowed `read` operations (status, queue, history, volume get, ping, metrics), in
     /// addition to everyone with `control`; or anyone who can connect when `readAnyone`.
     public var readUsers: [String] = []
@@ -218,6 +222,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
             [access]
             control_users = \(list(controlUsers)) (and root, and the daemon's own user)
             control_groups = \(list(controlGroups))
+            submit_users = \(list(submitUsers))
+            submit_groups = \(list(submitGroups))
             read_users = \(list(readUsers))
             read_groups = \(list(readGroups))
             read_anyone = \(readAnyone)

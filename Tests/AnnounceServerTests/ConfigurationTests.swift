@@ -38,6 +38,8 @@ struct ConfigurationTests {
             [access]
             control_users = ["root", 1000]
             control_groups = ["announce"]
+            submit_users = ["nobody", 4242]
+            submit_groups = ["4343"]
             read_users = ["nobody"]
             read_groups = []
             read_anyone = false
@@ -72,6 +74,8 @@ struct ConfigurationTests {
         #expect(c.volumeThreshold == 60)
         #expect(c.controlUsers == ["root", "1000"])
         #expect(c.controlGroups == ["announce"])
+        #expect(c.submitUsers == ["nobody", "4242"])
+        #expect(c.submitGroups == ["4343"])
         #expect(c.readUsers == ["nobody"])
         #expect(c.readGroups == [])
         #expect(!c.readAnyone)
@@ -206,6 +210,19 @@ struct AccessPolicyTests {
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [20, 500])) == .control)
     }
 
+    /// `submit` (say, prompt, text) sits between read and control: by user or by any of its groups, and control
+    /// wins where both are given (issue 16, item 13).
+    @Test func submitByUserOrAnyOfItsGroupsAndControlWins() {
+        var both = policy
+        both.submitUIDs = [4000, 1000]
+        both.submitGIDs = [700]
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 4000, gid: 4000)) == .submit)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [20, 700])) == .submit)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 1000, gid: 1000)) == .control)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [500, 700])) == .control)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 2000, gid: 2000)) == .read)
+    }
+
     @Test func readIsNarrowerUnlessAnyoneMayRead() {
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 2000, gid: 2000)) == .read)
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [600])) == .read)
@@ -311,9 +328,17 @@ struct ConfigurationDocumentTests {
         #expect(documented == code)
     }
 
+    /// The example installed as /etc/announce/announced.toml gives the push listener the submit role, not control.
+    @Test func theShippedExampleMakesThePushListenerASubmitUser() throws {
+        let text = try String(contentsOfFile: "\(Paths.root)/examples/announced.toml", encoding: .utf8)
+        let c = try ConfigFile.apply(text, source: "examples/announced.toml", onto: DaemonConfiguration.defaults())
+        #expect(c.submitUsers == ["announce-push"] && c.controlUsers.isEmpty && c.controlGroups.isEmpty)
+        #expect(c.problems().isEmpty, "\(c.problems())")
+    }
+
     @Test func theLockedDownExampleParses() throws {
         let c = try ConfigFile.apply(try tomlBlocks()[1], onto: DaemonConfiguration.defaults())
         #expect(c.socketMode == 0o660 && c.socketGroup == "announce" && !c.readAnyone)
-        #expect(c.controlUsers == ["announce-push"] && c.controlGroups == ["announce"])
+        #expect(c.submitUsers == ["announce-push"] && c.controlUsers == [] && c.controlGroups == ["announce"])
     }
 }

@@ -169,7 +169,8 @@ extension DaemonIntegration {
                     #expect(
                         reply?.ok == true && reply?.id == request.id,
                         "\(request.op) after shutdown(SHUT_WR): \(String(describing: reply))")
-                    #expect(await connection.isClosedByPeer(within: .seconds(10)), "\(request.op): closed once answered")
+                    #expect(
+                        await connection.isClosedByPeer(within: .seconds(10)), "\(request.op): closed once answered")
                 }
                 let said = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
                 #expect(said.order == "half-1" && said.amount == "1.50")
@@ -258,6 +259,37 @@ extension DaemonIntegration {
                 #expect(try await daemon.ctl(["volume"], as: .nobody).status == 0)
                 #expect(try await daemon.reply(Request(op: "status")).status?.totals.accepted == 0, "nothing was said")
                 #expect(daemon.log.contains("request refused: unauthorized"))
+            }
+        }
+
+        /// The push listener's role (issue 16, item 13): a `submit` user makes the speaker speak (say, prompt,
+        /// text) but may not cancel, replay or change the volume.
+        @Test func aSubmitUserMaySpeakButNotCancelReplayOrSetTheVolume() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            try "[access]\nsubmit_users = [\"nobody\"]\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            let options = ["--config", "\(config)/a.toml"]
+            try await withDaemon(rig: nil, arguments: options, device: "null") { daemon in
+                let status = try await daemon.ctl(["status"], as: .nobody)
+                #expect(status.stdout.contains("uid 65534, gid 65534: submit"), "\(status)")
+                for arguments in [
+                    ["say", "--wait", "--order", "S-1", "100"], ["prompt", "network-lost"], ["text", "请到前台取货"],
+                ] {
+                    let allowed = try await daemon.ctl(arguments, as: .nobody)
+                    #expect(allowed.status == 0, "\(arguments): \(allowed)")
+                }
+                for arguments in [["cancel", "--all"], ["replay"], ["volume", "50"], ["volume", "--reset"]] {
+                    let refused = try await daemon.ctl(arguments, as: .nobody)
+                    #expect(refused.status == 3, "\(arguments): \(refused)")
+                    #expect(refused.stdout.contains("error: unauthorized"), "\(arguments): \(refused)")
+                    #expect(refused.stdout.contains("needs control access"), "\(arguments): \(refused)")
+                }
+                try await daemon.waitUntilIdle()
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 10)).jobs)
+                #expect(history.count == 3, "say, prompt and text; no replay: \(history)")
+                #expect(history.allSatisfy { $0.state == .spoken && $0.replayOf == nil }, "\(history)")
+                #expect(try await daemon.reply(Request(op: "volume")).volume?.thresholdSource != "set")
             }
         }
 
