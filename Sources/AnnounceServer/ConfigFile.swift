@@ -156,6 +156,7 @@ public enum ConfigFile {
             switch key {
             case "max_request_bytes": int(key, value) { $0.maxRequestBytes = $1 }
             case "max_clients": int(key, value) { $0.maxClients = $1 }
+            case "reserved_clients": int(key, value) { $0.reservedClients = $1 }
             case "idle_timeout": duration("limits.\(key)", value) { $0.idleTimeoutSeconds = $1 }
             case "request_timeout": duration("limits.\(key)", value) { $0.requestTimeoutSeconds = $1 }
             case "write_timeout": duration("limits.\(key)", value) { $0.writeTimeoutSeconds = $1 }

@@ -75,6 +75,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var maxRequestBytes = ProtocolVersion.maximumLineLength
     /// Most connections at once; more are answered `busy` and closed.
     public var maxClients = 64
+    /// Of `maxClients`, how many only peers that may speak (`submit` or `control` access) may use: peers that may
+    /// only read hold at most the rest, so that no read-only peer can starve payments by holding connections.
+    /// Nil: a quarter of `maxClients` (``effectiveReservedClients``).
+    public var reservedClients: Int?
     /// A connection with no request in progress and nothing received for this long is closed, seconds.
     public var idleTimeoutSeconds: Double = 300
     /// A request line must be complete this long after its first byte arrived, seconds.
@@ -136,6 +140,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check(
             (256...(1 << 20)).contains(maxRequestBytes), "limits.max_request_bytes: must be 256…1048576")
         check((1...10_000).contains(maxClients), "limits.max_clients: must be 1…10000")
+        if let reservedClients {
+            check(
+                (0..<maxClients).contains(reservedClients),
+                "limits.reserved_clients: must be 0 … max_clients − 1 (\(maxClients - 1)), so that readers keep a slot")
+        }
         check(
             ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel),
             "log_level: must be trace, debug, info, notice, warning, error or critical")
@@ -180,6 +189,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
             ("limits.write_timeout", writeTimeoutSeconds), ("limits.shutdown_timeout", shutdownTimeoutSeconds),
         ]
     }
+
+    /// The connections kept for peers that may speak: `reservedClients`, else a quarter of `maxClients`.
+    public var effectiveReservedClients: Int { reservedClients ?? maxClients / 4 }
 
     /// Default ttl of a priority class, milliseconds (nil: none).
     public func defaultTTLMs(for priority: JobPriority) -> Int64? {
@@ -230,6 +242,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             [limits]
             max_request_bytes = \(maxRequestBytes)
             max_clients = \(maxClients)
+            reserved_clients = \(effectiveReservedClients)\(reservedClients == nil ? " (a quarter of max_clients)" : "")
             idle_timeout = \(Duration.describe(idleTimeoutSeconds))
             request_timeout = \(Duration.describe(requestTimeoutSeconds))
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
@@ -258,6 +271,7 @@ public struct ConfigurationOverrides: Sendable {
     public var keepDeviceOpen: Bool?
     public var audioStallLimitSeconds: Double?
     public var maxClients: Int?
+    public var reservedClients: Int?
     public var idleTimeoutSeconds: Double?
     public var requestTimeoutSeconds: Double?
     public var shutdownTimeoutSeconds: Double?
@@ -290,6 +304,7 @@ public struct ConfigurationOverrides: Sendable {
         set(keepDeviceOpen, \.keepDeviceOpen)
         set(audioStallLimitSeconds, \.audioStallLimitSeconds)
         set(maxClients, \.maxClients)
+        if let reservedClients { configuration.reservedClients = reservedClients }
         set(idleTimeoutSeconds, \.idleTimeoutSeconds)
         set(requestTimeoutSeconds, \.requestTimeoutSeconds)
         set(shutdownTimeoutSeconds, \.shutdownTimeoutSeconds)

@@ -81,10 +81,11 @@ public struct SocketServer: Sendable {
         }
         onReady()
         let handler = RequestHandler(daemon: daemon)
+        let slots = ConnectionSlots()
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { connections in
                 for try await connection in connections {
-                    group.addTask { await serve(connection, handler: handler) }
+                    group.addTask { await serve(connection, handler: handler, slots: slots) }
                 }
             }
         }
@@ -133,10 +134,7 @@ public struct SocketServer: Sendable {
         let peer: Result<PeerCredentials, any Error>
     }
 
-    private func serve(_ connection: Connection, handler: RequestHandler) async {
-        let count = daemon.clients.add(1, ordering: .relaxed).newValue
-        daemon.metrics.clientCount(count)
-        defer { daemon.metrics.clientCount(daemon.clients.subtract(1, ordering: .relaxed).newValue) }
+    private func serve(_ connection: Connection, handler: RequestHandler, slots: ConnectionSlots) async {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
@@ -145,17 +143,6 @@ public struct SocketServer: Sendable {
                     var data = try encoder.encode(response)
                     data.append(UInt8(ascii: "\n"))
                     try await outbound.write(ByteBuffer(bytes: data))
-                }
-                let maximum = daemon.limits.maxClients
-                if count > maximum {
-                    daemon.metrics.refused(.busy)
-                    try await send(
-                        .failure(
-                            id: nil,
-                            AnnounceError(
-                                .busy,
-                                "the daemon serves \(maximum) connections at once (limits.max_clients); try again")))
-                    return
                 }
                 let peer: PeerCredentials
                 switch connection.peer {
@@ -166,6 +153,22 @@ public struct SocketServer: Sendable {
                     try await send(
                         .failure(id: nil, AnnounceError(.unauthorized, "the peer's credentials are unknown")))
                     return
+                }
+                // A slot: peers that may only read never take the ones kept for peers that may speak.
+                let limits = daemon.limits
+                let speaker = daemon.access(for: peer) >= .submit
+                do throws(ConnectionSlots.Refusal) {
+                    _ = try slots.admit(
+                        speaker: speaker, maximum: limits.maxClients, reserved: limits.effectiveReservedClients)
+                } catch {
+                    daemon.metrics.refused(.busy)
+                    try await send(.failure(id: nil, error.error))
+                    return
+                }
+                daemon.metrics.clientCount(daemon.clients.add(1, ordering: .relaxed).newValue)
+                defer {
+                    _ = slots.release(speaker: speaker)
+                    daemon.metrics.clientCount(daemon.clients.subtract(1, ordering: .relaxed).newValue)
                 }
                 do {
                     for try await frame in inbound {

@@ -98,6 +98,12 @@ struct Announced: AsyncParsableCommand {
     var maxClients: Int?
 
     @Option(
+        name: .customLong("reserved-clients"),
+        help: ArgumentHelp(
+            "Of --max-clients, how many only peers that may speak may use (default: a quarter).", valueName: "n"))
+    var reservedClients: Int?
+
+    @Option(
         name: .customLong("idle-timeout"), help: ArgumentHelp("Close idle connections after.", valueName: "duration"))
     var idleTimeout: String?
 
@@ -145,6 +151,7 @@ struct Announced: AsyncParsableCommand {
         overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit", "audio.stall_limit")
         try audio.apply(to: &overrides)
         overrides.maxClients = maxClients
+        overrides.reservedClients = reservedClients
         overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout", "limits.idle_timeout")
         overrides.requestTimeoutSeconds = try duration(requestTimeout, "request-timeout", "limits.request_timeout")
         overrides.shutdownTimeoutSeconds = try duration(shutdownTimeout, "shutdown-timeout", "limits.shutdown_timeout")

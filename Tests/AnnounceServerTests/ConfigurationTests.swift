@@ -47,6 +47,7 @@ struct ConfigurationTests {
             [limits]
             max_request_bytes = 4096
             max_clients = 8
+            reserved_clients = 3
             idle_timeout = "2m"
             request_timeout = "500ms"
             write_timeout = 3
@@ -81,6 +82,7 @@ struct ConfigurationTests {
         #expect(!c.readAnyone)
         #expect(c.maxRequestBytes == 4096)
         #expect(c.maxClients == 8)
+        #expect(c.reservedClients == 3 && c.effectiveReservedClients == 3)
         #expect(c.idleTimeoutSeconds == 120)
         #expect(c.requestTimeoutSeconds == 0.5)
         #expect(c.writeTimeoutSeconds == 3)
@@ -122,6 +124,21 @@ struct ConfigurationTests {
         #expect(problems.contains("audio.volume_threshold"))
         #expect(problems.contains("log_level"))
         #expect(problems.contains("limits.idle_timeout"))
+    }
+
+    /// Connections kept for peers that may speak (issue 16, item 9): a quarter of max_clients unless set, and
+    /// never all of them (readers keep at least one).
+    @Test func reservedClientsDefaultToAQuarterAndLeaveReadersASlot() {
+        var c = base
+        #expect(c.effectiveReservedClients == 16)
+        c.maxClients = 3
+        #expect(c.effectiveReservedClients == 0)
+        c.reservedClients = 3
+        #expect(c.problems() == ["limits.reserved_clients: must be 0 … max_clients − 1 (2), so that readers keep a slot"])
+        c.reservedClients = 2
+        #expect(c.problems().isEmpty)
+        #expect(c.summary.contains("reserved_clients = 2\n"))
+        #expect(base.summary.contains("reserved_clients = 16 (a quarter of max_clients)"))
     }
 
     @Test func flagsWinOverTheFile() throws {
@@ -340,5 +357,30 @@ struct ConfigurationDocumentTests {
         let c = try ConfigFile.apply(try tomlBlocks()[1], onto: DaemonConfiguration.defaults())
         #expect(c.socketMode == 0o660 && c.socketGroup == "announce" && !c.readAnyone)
         #expect(c.submitUsers == ["announce-push"] && c.controlUsers == [] && c.controlGroups == ["announce"])
+    }
+}
+
+/// Admission of connections: readers never take the slots kept for peers that may speak (issue 16, item 9).
+struct ConnectionSlotsTests {
+    @Test func readersNeverTakeTheSlotsKeptForSpeakers() throws {
+        let slots = ConnectionSlots()
+        for held in 1...6 { #expect(try slots.admit(speaker: false, maximum: 8, reserved: 2) == held) }
+        #expect { try slots.admit(speaker: false, maximum: 8, reserved: 2) } throws: { error in
+            guard case .readersFull(8, 2)? = error as? ConnectionSlots.Refusal else { return false }
+            return true
+        }
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 7)
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 8)
+        #expect { try slots.admit(speaker: true, maximum: 8, reserved: 2) } throws: { error in
+            guard case .full(8)? = error as? ConnectionSlots.Refusal else { return false }
+            return true
+        }
+        // A speaker that leaves frees a slot for a speaker only; a reader that leaves, for anyone.
+        #expect(slots.release(speaker: true) == 7)
+        #expect(throws: ConnectionSlots.Refusal.self) { try slots.admit(speaker: false, maximum: 8, reserved: 2) }
+        #expect(slots.release(speaker: false) == 6)
+        #expect(try slots.admit(speaker: false, maximum: 8, reserved: 2) == 7)
+        // Refusals took nothing.
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 8)
     }
 }

@@ -212,6 +212,61 @@ extension DaemonIntegration {
             }
         }
 
+        /// Connections are kept for peers that may speak (issue 16, item 9): a read-only peer (another uid) that
+        /// takes every connection it can get is refused before the kept ones, and a control peer's `say` and a
+        /// submit peer's (the push listener's role) are answered at once while it holds them.
+        @Test func aReadOnlyPeerCannotTakeTheConnectionsKeptForSpeakers() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            // 8 connections, of which a quarter (2, the default) are kept.
+            try "[access]\nsubmit_users = [\"4242\"]\n[limits]\nmax_clients = 8\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+                // The start-up probe's connection is gone: only this status request's own is counted.
+                try await daemon.waitForStatus { $0.clients == 1 }
+                let reader = try await RawConnection.open(8, to: daemon.socket, as: .nobody)
+                var held: [RawConnection] = []
+                var refusals: [String] = []
+                for connection in reader {
+                    connection.write(#"{"op":"status"}"# + "\n")
+                    let reply = await connection.readResponse()
+                    if reply?.ok == true {
+                        #expect(reply?.status?.peer?.uid == 65534 && reply?.status?.peer?.access == .read)
+                        held.append(connection)
+                    } else {
+                        refusals.append("\(reply?.error?.code ?? "none"): \(reply?.error?.message ?? "")")
+                    }
+                }
+                #expect(held.count == 6, "the reader holds max_clients − reserved_clients connections")
+                let busy =
+                    "busy: the daemon serves 6 connections at once to peers that may only read; 2 of its 8 are kept "
+                    + "for peers that may speak (limits.reserved_clients); try again"
+                #expect(refusals == [busy, busy], "\(refusals)")
+
+                let control = try RawConnection(path: daemon.socket)
+                control.write(#"{"id":"c","op":"say","amount":"1","order":"RES-1"}"# + "\n")
+                let controlReply = await control.readResponse()
+                #expect(
+                    controlReply?.ok == true && controlReply?.job?.order == "RES-1", "\(String(describing: controlReply))")
+                let submitter = try #require(
+                    try await RawConnection.open(1, to: daemon.socket, as: Identity(uid: 4242, gid: 4242)).first)
+                submitter.write(#"{"id":"s","op":"say","amount":"2","order":"RES-2"}"# + "\n")
+                let submitted = await submitter.readResponse()
+                #expect(submitted?.ok == true && submitted?.job?.order == "RES-2", "\(String(describing: submitted))")
+
+                // Every connection is in use now: even a peer that may speak waits for one.
+                let ninth = try RawConnection(path: daemon.socket)
+                ninth.write(#"{"op":"ping"}"# + "\n")
+                #expect(
+                    await ninth.readResponse()?.error?.message
+                        == "the daemon serves 8 connections at once (limits.max_clients); try again")
+                for connection in held + [control, submitter] { connection.close() }
+                try await daemon.waitForStatus { $0.clients == 1 && $0.queue.unfinished == 0 }
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 5)).jobs)
+                #expect(history.map(\.order) == ["RES-2", "RES-1"] && history.allSatisfy { $0.state == .spoken })
+            }
+        }
+
         @Test func tooManyClientsAreAnsweredBusy() async throws {
             try await withDaemon(rig: nil, arguments: ["--max-clients", "3"], device: "null") { daemon in
                 // A connection just closed (the start-up probe's) may hold its slot until the daemon reaps it:
