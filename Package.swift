@@ -161,7 +161,9 @@ let package = Package(
             path: "Tests/Support"
         ),
         .testTarget(name: "AnnounceCoreTests", dependencies: ["AnnounceCore"]),
-        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
+        .testTarget(
+            name: "AnnounceJournalTests",
+            dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceSoundTests", dependencies: ["AnnounceSound", "AnnounceTestSupport"]),

@@ -22,6 +22,8 @@ import Glibc
 /// holds it (the kernel releases it when the holder dies, even by SIGKILL).
 public final class Journal: Sendable {
     public let path: String
+    /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
+    public let recoveredFromCorruption: String?
     private let pool: DatabasePool
     private let lockDescriptor: Int32
     /// The reserve file's path, and whether the reserve is in place (false: spent on a full disk).
@@ -54,12 +56,19 @@ public final class Journal: Sendable {
         var configuration = Configuration()
         configuration.label = "announce.journal"
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-            // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
-            // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
-            // process, not of the machine).
-            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            try Self.migrator.migrate(pool)
+            // A damaged file is moved aside and an empty journal started (JournalCorruption.swift).
+            (pool, recoveredFromCorruption) = try Self.openingAsideIfCorrupt(path: path) {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
+                // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
+                // process, not of the machine).
+                try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+                try Self.migrator.migrate(pool)
+                return pool
+            }
+        } catch let error as AnnounceError {
+            close(lockDescriptor)
+            throw error
         } catch {
             close(lockDescriptor)
             throw AnnounceError(.journal, "cannot open the journal \(path)", cause: "\(error)")
@@ -114,6 +123,7 @@ public final class Journal: Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v2: order ids per kind of job") { db in try DedupRecord.separateKinds(db) }
         migrator.registerMigration("v2-attempts") { db in
             // How many times playback of the job began: more than one means it was played again from its start
             // (after a device failure, or because the daemon stopped before its end was heard).
@@ -141,9 +151,7 @@ public final class Journal: Sendable {
             return try pool.write { db in
                 var record = record
                 try record.insert(db)
-                if let order = record.orderId, let id = record.id {
-                    try DedupRecord(orderId: order, jobId: id, acceptedAt: record.acceptedAt).upsert(db)
-                }
+                try DedupRecord(record)?.upsert(db)
                 return record
             }
         } catch {
@@ -314,7 +322,7 @@ public final class Journal: Sendable {
         do {
             return try pool.read { db in
                 try DedupRecord.filter(Column("accepted_at") >= sinceMs).order(Column("accepted_at")).fetchAll(db)
-                    .map { DedupWindow.Entry(order: $0.orderId, jobID: UInt64($0.jobId), acceptedAtMs: $0.acceptedAt) }
+                    .map(\.entry)
             }
         } catch {
             throw failure("read the de-duplication window", error)

@@ -79,7 +79,8 @@ extension Daemon {
         let health = jobs.journalHealth
         var journal = DaemonStatus.Journal(
             path: jobs.journal.path, recoveredAtStart: recovered.pending, interruptedAtStart: recovered.interrupted,
-            dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000)
+            dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000,
+            recoveredFromCorruption: jobs.journal.recoveredFromCorruption)
         journal.unrecorded = health.unrecorded
         journal.lastError = health.error.map(ErrorInfo.init)
         journal.reserve = jobs.journal.hasReserve

@@ -64,6 +64,14 @@ public final class Daemon: Sendable {
         }
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
         let journal = try Journal(path: configuration.journalPath)
+        if let evidence = journal.recoveredFromCorruption {
+            logger.error(
+                """
+                the journal was damaged: moved aside, starting with an empty journal (the jobs, order ids and \
+                history in it are not known to this run; see docs/deployment.md)
+                """,
+                metadata: ["journal": "\(configuration.journalPath)", "moved_to": "\(evidence)"])
+        }
         let (mode, synchronous) = try journal.durabilitySettings()
         logger.info(
             "journal open",
@@ -151,7 +159,7 @@ public final class Daemon: Sendable {
             acceptedAt: received, priority: request.priority,
             expiresAt: ttlMs.flatMap { $0 > 0 ? received + UInt64($0) * 1_000_000 : nil }, voice: pack)
         let committing = Monotonic.nanos
-        let submission = try await jobs.accept(job, record: record, dedupKey: request.order)
+        let submission = try await jobs.accept(job, record: record, dedupKey: request.order.map { ($0, request.utterance.dedupKind) })
         if case .accepted(let info) = submission {
             let journalNanos = Monotonic.nanos - committing
             metrics.jobAccepted(request.priority, journalNanos: journalNanos)

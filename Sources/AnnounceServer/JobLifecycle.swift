@@ -98,14 +98,18 @@ final class JobLifecycle: Sendable {
 
     /// De-duplicates, journals and queues a composed job, as one step on the acceptor. Replies only after the
     /// journal commit. A status prompt that replaced a waiting one ends that one `cancelled`/`superseded`.
-    func accept(_ job: Job, record: JobRecord, dedupKey: String?) async throws(AnnounceError) -> Submission {
+    func accept(
+        _ job: Job, record: JobRecord, dedupKey: (order: String, kind: DedupWindow.Kind)?
+    ) async throws(AnnounceError) -> Submission {
         try await onAcceptor { () throws(AnnounceError) -> Submission in
             let nowMs = record.acceptedAt
             let closed = self.state.withLock { $0.closed }
             guard !closed else {
                 throw AnnounceError(.shuttingDown, "the daemon is shutting down; try again after it restarts")
             }
-            if let dedupKey, let entry = self.state.withLock({ $0.dedup.lookup(dedupKey, nowMs: nowMs) }) {
+            if let dedupKey,
+                let entry = self.state.withLock({ $0.dedup.lookup(dedupKey.order, kind: dedupKey.kind, nowMs: nowMs) })
+            {
                 return .duplicate(try self.info(entry.jobID) ?? JobInfo(id: entry.jobID, state: .spoken))
             }
             guard self.queue.hasRoom(for: job.priority) else {
@@ -120,7 +124,8 @@ final class JobLifecycle: Sendable {
             info.position = self.position(for: job.priority)
             self.state.withLock { state in
                 if let dedupKey {
-                    state.dedup.insert(DedupWindow.Entry(order: dedupKey, jobID: job.id, acceptedAtMs: nowMs))
+                    state.dedup.insert(
+                        DedupWindow.Entry(order: dedupKey.order, kind: dedupKey.kind, jobID: job.id, acceptedAtMs: nowMs))
                 }
                 state.entries[job.id] = Entry(info: info)
             }

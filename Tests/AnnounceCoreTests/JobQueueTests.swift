@@ -216,38 +216,58 @@ struct JobQueueTests {
 struct DedupWindowTests {
     @Test func anOrderIsRememberedForTheWindowThenForgotten() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 10_000))
-        #expect(window.lookup("A", nowMs: 10_000)?.jobID == 1)
-        #expect(window.lookup("A", nowMs: 10_999)?.jobID == 1)
-        #expect(window.lookup("B", nowMs: 10_500) == nil)
-        #expect(window.lookup("A", nowMs: 11_000) == nil, "the window is [accepted, accepted + window)")
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 10_000))
+        #expect(window.lookup("A", kind: .payment, nowMs: 10_000)?.jobID == 1)
+        #expect(window.lookup("A", kind: .payment, nowMs: 10_999)?.jobID == 1)
+        #expect(window.lookup("B", kind: .payment, nowMs: 10_500) == nil)
+        #expect(
+            window.lookup("A", kind: .payment, nowMs: 11_000) == nil, "the window is [accepted, accepted + window)")
         #expect(window.count == 0)
     }
 
     @Test func aReacceptedOrderIsNotForgottenWithItsOldEntry() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 0))
-        #expect(window.lookup("A", nowMs: 1_500) == nil)
-        window.insert(.init(order: "A", jobID: 2, acceptedAtMs: 1_500))
-        #expect(window.lookup("A", nowMs: 2_000)?.jobID == 2)
-        #expect(window.lookup("A", nowMs: 2_499)?.jobID == 2)
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 0))
+        #expect(window.lookup("A", kind: .payment, nowMs: 1_500) == nil)
+        window.insert(.init(order: "A", kind: .payment, jobID: 2, acceptedAtMs: 1_500))
+        #expect(window.lookup("A", kind: .payment, nowMs: 2_000)?.jobID == 2)
+        #expect(window.lookup("A", kind: .payment, nowMs: 2_499)?.jobID == 2)
     }
 
     @Test func entriesLoadedFromTheJournalCountFromTheirOwnAcceptance() {
         var window = DedupWindow(
             windowMs: 86_400_000,
             entries: [
-                .init(order: "old", jobID: 1, acceptedAtMs: 0), .init(order: "new", jobID: 2, acceptedAtMs: 86_000_000),
+                .init(order: "old", kind: .payment, jobID: 1, acceptedAtMs: 0),
+                .init(order: "new", kind: .payment, jobID: 2, acceptedAtMs: 86_000_000),
             ])
-        #expect(window.lookup("old", nowMs: 86_400_000) == nil)
-        #expect(window.lookup("new", nowMs: 86_400_000)?.jobID == 2)
+        #expect(window.lookup("old", kind: .payment, nowMs: 86_400_000) == nil)
+        #expect(window.lookup("new", kind: .payment, nowMs: 86_400_000)?.jobID == 2)
+    }
+
+    /// A prompt or a text with order id X does not block payment X, nor the other way round (issue 16, item 10).
+    @Test func eachKindOfJobHasItsOwnOrderIDs() {
+        var window = DedupWindow(windowMs: 1_000)
+        window.insert(.init(order: "X", kind: .prompt, jobID: 1, acceptedAtMs: 0))
+        #expect(window.lookup("X", kind: .payment, nowMs: 10) == nil)
+        #expect(window.lookup("X", kind: .text, nowMs: 10) == nil)
+        #expect(window.lookup("X", kind: .prompt, nowMs: 10)?.jobID == 1)
+        window.insert(.init(order: "X", kind: .payment, jobID: 2, acceptedAtMs: 20))
+        #expect(window.lookup("X", kind: .payment, nowMs: 30)?.jobID == 2)
+        #expect(window.lookup("X", kind: .prompt, nowMs: 30)?.jobID == 1, "the prompt's entry is still its own")
+        #expect(window.count == 2)
+        // Each expires on its own clock.
+        #expect(window.lookup("X", kind: .prompt, nowMs: 1_000) == nil)
+        #expect(window.lookup("X", kind: .payment, nowMs: 1_000)?.jobID == 2)
+        #expect(Utterance.prompt(name: "network-lost").dedupKind == .prompt)
+        #expect(Utterance.text("hi").dedupKind == .text)
     }
 
     @Test func aClockThatWentBackwardsForgetsNothingEarly() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 5_000))
-        window.insert(.init(order: "B", jobID: 2, acceptedAtMs: 4_000))
-        #expect(window.lookup("B", nowMs: 4_900)?.jobID == 2)
-        #expect(window.lookup("A", nowMs: 5_500)?.jobID == 1)
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 5_000))
+        window.insert(.init(order: "B", kind: .payment, jobID: 2, acceptedAtMs: 4_000))
+        #expect(window.lookup("B", kind: .payment, nowMs: 4_900)?.jobID == 2)
+        #expect(window.lookup("A", kind: .payment, nowMs: 5_500)?.jobID == 1)
     }
 }

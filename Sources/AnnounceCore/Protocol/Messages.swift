@@ -12,15 +12,17 @@ public enum Operation: String, Sendable, CaseIterable, Codable {
     case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics
 }
 
-/// What a peer may do. `control` makes the speaker speak or changes it; `read` only looks.
+/// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
+/// listener's role); `control` also changes what others asked for or the speaker itself (cancel, replay, volume).
 public enum Access: String, Sendable, Codable, Comparable {
-    case none, read, control
+    case none, read, submit, control
 
     private var rank: Int {
         switch self {
         case .none: 0
         case .read: 1
-        case .control: 2
+        case .submit: 2
+        case .control: 3
         }
     }
 

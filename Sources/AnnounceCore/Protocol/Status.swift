@@ -52,16 +52,20 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         /// Order ids remembered for de-duplication now, and for how long each is remembered.
         public var dedupOrders: Int
         public var dedupWindowSeconds: Double
+        /// The journal was found damaged at start: where the damaged file was moved (this run began with an empty
+        /// journal). Absent when it was sound.
+        public var recoveredFromCorruption: String?
 
         public init(
             path: String, recoveredAtStart: Int, interruptedAtStart: Int, dedupOrders: Int,
-            dedupWindowSeconds: Double
+            dedupWindowSeconds: Double, recoveredFromCorruption: String? = nil
         ) {
             self.path = path
             self.recoveredAtStart = recoveredAtStart
             self.interruptedAtStart = interruptedAtStart
             self.dedupOrders = dedupOrders
             self.dedupWindowSeconds = dedupWindowSeconds
+            self.recoveredFromCorruption = recoveredFromCorruption
         }
     }
 
