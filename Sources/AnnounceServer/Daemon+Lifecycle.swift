@@ -38,9 +38,9 @@ extension Daemon {
         if new.device != old.device { needRestart.append("device") }
         if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
-            || new.leadInMs != old.leadInMs || new.keepDeviceOpen != old.keepDeviceOpen
+            || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
         {
-            needRestart.append("audio.period_us/periods/lead_in_ms/keep_open")
+            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open")
         }
         var newAudio = new.audio
         newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels

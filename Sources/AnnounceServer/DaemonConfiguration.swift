@@ -43,6 +43,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var periods = 16
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
     public var leadInMs = 0
+    /// Silence between two announcements heard one after the other, milliseconds (0: none).
+    public var pauseMs = 500
     /// Keep the PCM open between bursts.
     public var keepDeviceOpen = false
     /// The volume (percent) an announcement is raised to if the mixer is lower; nil: never raised.
@@ -135,6 +137,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check((1_000...500_000).contains(periodMicroseconds), "audio.period_us: must be 1000…500000")
         check((2...64).contains(periods), "audio.periods: must be 2…64")
         check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
+        check((0...5_000).contains(pauseMs), "audio.pause_ms: must be 0…5000")
         if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
         problems += audio.problems(percentThreshold: volumeThreshold)
         check(
@@ -227,6 +230,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             period_us = \(periodMicroseconds)
             periods = \(periods)
             lead_in_ms = \(leadInMs)
+            pause_ms = \(pauseMs)
             keep_open = \(keepDeviceOpen)
             volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
             \(audio.summary)
@@ -268,6 +272,7 @@ public struct ConfigurationOverrides: Sendable {
     public var periodMicroseconds: Int?
     public var periods: Int?
     public var leadInMs: Int?
+    public var pauseMs: Int?
     public var keepDeviceOpen: Bool?
     public var audioStallLimitSeconds: Double?
     public var maxClients: Int?
@@ -301,6 +306,7 @@ public struct ConfigurationOverrides: Sendable {
         set(periodMicroseconds, \.periodMicroseconds)
         set(periods, \.periods)
         set(leadInMs, \.leadInMs)
+        set(pauseMs, \.pauseMs)
         set(keepDeviceOpen, \.keepDeviceOpen)
         set(audioStallLimitSeconds, \.audioStallLimitSeconds)
         set(maxClients, \.maxClients)

@@ -83,6 +83,11 @@ struct Announced: AsyncParsableCommand {
     )
     var leadInMs: Int?
 
+    @Option(
+        name: .customLong("pause-ms"),
+        help: ArgumentHelp("Silence between two announcements heard one after the other (0: none).", valueName: "ms"))
+    var pauseMs: Int?
+
     @Flag(name: .customLong("keep-open"), inversion: .prefixedNo, help: "Keep the PCM open between announcements.")
     var keepOpen: Bool?
 
@@ -147,6 +152,7 @@ struct Announced: AsyncParsableCommand {
         overrides.periodMicroseconds = periodMicroseconds
         overrides.periods = periods
         overrides.leadInMs = leadInMs
+        overrides.pauseMs = pauseMs
         overrides.keepDeviceOpen = keepOpen
         overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit", "audio.stall_limit")
         try audio.apply(to: &overrides)
