@@ -1,5 +1,9 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GRDB
 import Synchronization
 
@@ -27,11 +31,11 @@ public final class Journal: Sendable {
     /// Opens (creating if needed) the journal at `path` and brings its schema up to date.
     public init(path: String) throws(AnnounceError) {
         self.path = path
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Path.directory(of: path)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw AnnounceError(.journal, "cannot create the state folder \(directory)", cause: "\(error)")
+            throw AnnounceError(.journal, "cannot create the state folder \(directory)", cause: errorReason(error))
         }
         lockDescriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lockDescriptor >= 0 else {

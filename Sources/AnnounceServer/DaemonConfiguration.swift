@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Everything the daemon needs to start. Built from the defaults, then the config file, then flags (flags
 /// win). Documented key by key in docs/configuration.md.
@@ -109,7 +116,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
 
     /// The journal file inside the state folder.
-    public var journalPath: String { (stateDirectory as NSString).appendingPathComponent("journal.sqlite") }
+    public var journalPath: String { Path.join(stateDirectory, "journal.sqlite") }
 
     /// Checks values that do not depend on the system (ranges, formats). Returns every problem found.
     public func problems() -> [String] {
@@ -208,10 +215,10 @@ extension Duration {
     /// Parses a duration: a number of seconds (`90`, `0.5`) or a number with a unit (`500ms`, `90s`, `10m`,
     /// `24h`, `7d`). Returns seconds, or nil if the text is not one.
     public static func parseSeconds(_ text: String) -> Double? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingSpaces()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
+            let number = trimmed.dropLast(suffix.count).trimmingSpaces()
             // "ms" is tried before "s" and "m"; a bare "m"/"s" suffix on "…ms" never gets here.
             guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
             return value * factor

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A bounded, lock-protected priority FIFO shared by the socket side (producers) and the audio thread (the
 /// consumer). Producers never block: a full queue refuses with `queue_full`, never drops silently. The
@@ -48,7 +55,7 @@ public final class JobQueue<Element: Schedulable>: @unchecked Sendable {
         }
     }
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var urgent = Lane()
     private var payment = Lane()
     private var status: Element?
