@@ -52,6 +52,7 @@ else
     echo "bench: release build, as \`make\` builds it (static Swift stdlib)" >&2
     swift build -c release --static-swift-stdlib >&2
     bin=$(swift build -c release --show-bin-path)
+    scripts/program-links.sh "$bin"  # announced, announce-ctl: links to the one executable, as installed
 fi
 probe="python3 $PWD/scripts/bench-probe.py"
 export ANNOUNCE_VOICES="$PWD/out/voices"

@@ -2,9 +2,15 @@ import AnnounceClient
 import AnnounceCore
 import AnnounceSound
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
-@main
 struct AnnounceCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "announce-ctl",
@@ -113,7 +119,7 @@ enum Output {
     }
 
     static func error(_ message: String) {
-        FileHandle.standardError.write(Data("announce-ctl: \(message)\n".utf8))
+        StandardError.write("announce-ctl: \(message)\n")
     }
 
     /// `job 3 spoken: 到账一百元 (first sample 12.3 ms, done 2450.1 ms)`
@@ -125,8 +131,8 @@ enum Output {
         if let priority = job.priority, priority != .payment { details.append(priority.rawValue) }
         if let order = job.order { details.append("order \(order)") }
         if let replayOf = job.replayOf { details.append("replay of \(replayOf)") }
-        if let first = job.firstSampleMs { details.append(String(format: "first sample %.1f ms", first)) }
-        if let finished = job.finishedMs { details.append(String(format: "done %.1f ms", finished)) }
+        if let first = job.firstSampleMs { details.append(cFormat("first sample %.1f ms", first)) }
+        if let finished = job.finishedMs { details.append(cFormat("done %.1f ms", finished)) }
         if !details.isEmpty { line += " (\(details.joined(separator: ", ")))" }
         if let error = job.error { line += " — \(error.code): \(error.message)" }
         return line

@@ -1,7 +1,14 @@
 import AnnounceClient
 import AnnounceCore
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Options shared by the commands that create a job.
 struct JobOptions: ParsableArguments {
@@ -299,7 +306,7 @@ struct MetricsCommand: ParsableCommand {
 
     func run() throws {
         try exchange(Request(id: requestID(), op: "metrics"), connection) { reply in
-            (reply.metrics ?? "").trimmingCharacters(in: .newlines)
+            (reply.metrics ?? "").trimmingNewlines()
         }
     }
 }
