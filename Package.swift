@@ -149,9 +149,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says.
+        // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with
+        // lld for packed relative relocations (DT_RELR, glibc ≥ 2.36: a 2.6 MB table becomes 20 kB), and without
+        // exporting its symbols (the Swift runtime's static link exports them all: 27,000 dynamic symbols that
+        // every process start searched). docs/benchmarks.md, "Start-up".
         .executableTarget(
-            name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"]),
+            name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
+            linkerSettings: [
+                .unsafeFlags([
+                    "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                    "-Xlinker", "--no-export-dynamic",
+                ])
+            ]),
 
         // Test helpers shared by the test targets: the sound rig, daemon processes, audio comparison.
         .target(
@@ -163,6 +172,11 @@ let package = Package(
             path: "Tests/Support"
         ),
         .testTarget(name: "AnnounceCoreTests", dependencies: ["AnnounceCore"]),
+        .testTarget(
+            name: "AnnounceCtlAppTests",
+            dependencies: [
+                "AnnounceCtlApp", "AnnounceCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),

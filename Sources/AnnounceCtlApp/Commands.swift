@@ -75,11 +75,15 @@ struct Say: ParsableCommand {
         if amount != nil && fen != nil { throw ValidationError("give either an AMOUNT or --fen, not both") }
     }
 
-    func run() throws {
-        let request = Request(
+    /// The request this command sends (``FastSay`` builds the same without ArgumentParser).
+    var request: Request {
+        Request(
             id: requestID(), op: "say", amount: amount, fen: fen, channel: channel, refund: refund ? true : nil,
             lang: lang, style: style, liang: liang ? true : nil, order: order, priority: job.priority, ttl: job.ttl,
             wait: job.wait ? true : nil)
+    }
+
+    func run() throws {
         try exchange(request, connection, waited: job.wait) { reply in
             reply.job.map(Output.describe(job:)) ?? "ok"
         }
