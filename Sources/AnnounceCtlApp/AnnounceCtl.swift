@@ -84,12 +84,22 @@ func requestID() -> String { "ctl-\(getpid())" }
 func exchange(
     _ request: Request, _ options: ConnectionOptions, waited: Bool = false, describe: (Response) -> String
 ) throws {
-    let path = Client.socketPath(explicit: options.socket)
+    try exchange(request, socket: options.socket, json: options.json, waited: waited, describe: describe)
+}
+
+/// ``exchange(_:_:waited:describe:)`` with the connection options as values (``FastSay`` has no
+/// ``ConnectionOptions``: making one costs ArgumentParser's set-up), and `encoded`, the request already encoded
+/// (else it is encoded here).
+func exchange(
+    _ request: Request, socket: String?, json: Bool, encoded: [UInt8]? = nil, waited: Bool = false,
+    describe: (Response) -> String
+) throws {
+    let path = Client.socketPath(explicit: socket)
     let replies: [Response]
     do {
         let client = try Client(path: path)
-        replies = try client.send(request) { reply in
-            if options.json {
+        let show = { (reply: Response) in
+            if json {
                 print(Output.json(reply))
             } else if reply.ok {
                 print(describe(reply))
@@ -99,6 +109,11 @@ func exchange(
                 print("error: \(reply.error?.code ?? "?"): \(reply.error?.message ?? "")")
             }
             fflush(nil)
+        }
+        if let encoded {
+            replies = try client.send(encoded: encoded, onReply: show)
+        } else {
+            replies = try client.send(request, onReply: show)
         }
     } catch {
         Output.error(error.description)

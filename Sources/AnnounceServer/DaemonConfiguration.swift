@@ -42,12 +42,16 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var historyRetentionSeconds: Double = 30 * 24 * 3600
 
     // Audio
-    /// ALSA period time wanted, microseconds.
-    public var periodMicroseconds = 10_000
-    /// ALSA periods per buffer wanted. Playback starts once one period is written (the first sample leaves within a
-    /// period), so a long buffer costs no latency; it is headroom for an audio thread that a loaded CPU holds up
-    /// (docs/audio.md: 10 ms × 4 underran on a loaded 2-core machine, 10 ms × 16 did not).
-    public var periods = 16
+    /// ALSA period time wanted, microseconds. The audio thread (and behind ALSA's pulse plugin, the sound server's
+    /// client thread) wakes once a period while a job plays: 80 ms periods cost a 2.7 s announcement a quarter of
+    /// the CPU that 10 ms periods did, below aplay's for the same samples (docs/benchmarks.md, "CPU"). The whole
+    /// announcement is there to write at once, so a long period adds no latency to the first sample.
+    public var periodMicroseconds = 80_000
+    /// ALSA periods per buffer wanted. Playback starts once one period is written, so a long buffer costs no
+    /// latency; it is headroom for an audio thread that a loaded CPU holds up: the buffer is refilled when a period
+    /// is free, so it never holds less than two periods (160 ms) while a job plays (docs/audio.md: a 40 ms buffer
+    /// underran on a loaded 2-core machine, 160 ms did not).
+    public var periods = 3
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
     public var leadInMs = 0
     /// Keep the PCM open between bursts.

@@ -2,6 +2,12 @@ import AnnounceCore
 import ArgumentParser
 import Testing
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 @testable import AnnounceCtlApp
 
 /// `announce-ctl say` skips ArgumentParser for its plain forms (FastSay): whatever it takes must mean exactly what
@@ -16,6 +22,7 @@ import Testing
         ["--ttl=30", "1"], ["--priority=status", "--lang=zh", "1"], ["--order", "", "1"],
         ["1", "--channel", "alipay"], ["--channel", "alipay", "1", "--wait"], ["--ttl", "1e3", "1"],
         ["--order", "A=B", "1"], ["--channel=a=b", "1"],
+        ["--order", "quote\" back\\slash\nline 到账", "1"], ["--ttl", "0.1", "--fen", "0"],
     ]
 
     static let left: [[String]] = [
@@ -32,6 +39,20 @@ import Testing
         #expect(fast.request == say.request, "\(arguments)")
         #expect(fast.socket == say.connection.socket && fast.json == say.connection.json, "\(arguments)")
         #expect(fast.wait == say.job.wait, "\(arguments)")
+        let decoded = try JSONDecoder().decode(Request.self, from: Data(fast.encoded))
+        #expect(decoded == say.request, "what FastSay sends reads as Say's request: \(arguments)")
+    }
+
+    /// Its hand-written JSON escapes what it must: every string survives the daemon's decoder intact.
+    @Test func encodesAnyStringTheDaemonDecodesIntact() throws {
+        let strings = [
+            "A\"1", "back\\slash", "line\nbreak\ttab\r", "\u{01}\u{1f}\u{7f}", "到账", "emoji 🎉", "/path/",
+        ]
+        for text in strings {
+            let request = Request(id: "ctl-1", op: "say", amount: "1", channel: text, order: text, ttl: 0.25)
+            let decoded = try JSONDecoder().decode(Request.self, from: Data(FastSay.encode(request)))
+            #expect(decoded == request, "\(text.debugDescription)")
+        }
     }
 
     @Test(arguments: left)
