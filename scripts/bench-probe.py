@@ -8,6 +8,8 @@
   bench-probe.py burst SOCKET CLIENTS PER       CLIENTS connections sending PER payments each at once
   bench-probe.py sustain SOCKET N [short]       N payments queued back to back; waits until all were spoken
                                                 (short: whole 1–9 yuan, the shortest announcements)
+  bench-probe.py request ROUNDS COMMAND         exec → the request line received, for a client COMMAND whose
+                                                socket is {socket} (a stand-in server that reads one line, closes)
   bench-probe.py cpu N AMOUNT WAV NAME=SOCKET:PID...
                                                 CPU per announcement, side by side: for each daemon, its whole
                                                 process's CPU time (all threads, the kernel's precise per-process
@@ -264,6 +266,38 @@ def sustain(path, count, short=False):
     print(json.dumps({"n": count, "seconds": elapsed, "states_of_last_1000": states, "queue_full": refused_full}))
 
 
+def request_time(rounds, command):
+    """Median and p10/p90 of exec → request line received, through a listening socket of our own."""
+    path = f"/tmp/ann-probe-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+    times = []
+    try:
+        for _ in range(rounds):
+            started = time.monotonic_ns()
+            process = subprocess.Popen(command.replace("{socket}", path), shell=False if " " not in command else True,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            connection, _ = server.accept()
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            received = time.monotonic_ns()
+            connection.close()
+            process.wait()
+            if data.endswith(b"\n"):
+                times.append((received - started) / 1e6)
+            time.sleep(0.02)
+    finally:
+        server.close()
+        os.unlink(path)
+    print(json.dumps({"n": len(times), "median_ms": statistics.median(times), "p10_ms": percentile(times, 10),
+                      "p90_ms": percentile(times, 90), "min_ms": min(times)}))
+
+
 def process_cpu_ns(pid):
     """The CPU time of every thread of `pid`, living or ended (CLOCK_PROCESS_CPUTIME_ID of another process)."""
     return time.clock_gettime_ns(((~pid) << 3) | 2)
@@ -322,6 +356,8 @@ def main():
         latency(arguments[0], int(arguments[1]), arguments[2] if len(arguments) > 2 else None)
     elif mode == "burst":
         burst(arguments[0], int(arguments[1]), int(arguments[2]))
+    elif mode == "request":
+        request_time(int(arguments[0]), arguments[1])
     elif mode == "cpu":
         daemons = []
         for item in arguments[3:]:
