@@ -48,10 +48,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// announcement is there to write at once, so a long period adds no latency to the first sample.
     public var periodMicroseconds = 80_000
     /// ALSA periods per buffer wanted. Playback starts once one period is written, so a long buffer costs no
-    /// latency; it is headroom for an audio thread that a loaded CPU holds up: the buffer is refilled when a period
-    /// is free, so it never holds less than two periods (160 ms) while a job plays (docs/audio.md: a 40 ms buffer
-    /// underran on a loaded 2-core machine, 160 ms did not).
-    public var periods = 3
+    /// latency; it is headroom for an audio thread that a loaded CPU holds up: 160 ms, as before (docs/audio.md: a
+    /// 40 ms buffer underran on a loaded 2-core machine, 160 ms did not).
+    public var periods = 2
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
     public var leadInMs = 0
     /// Keep the PCM open between bursts.

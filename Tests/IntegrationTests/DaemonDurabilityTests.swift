@@ -71,9 +71,9 @@ extension DaemonIntegration {
                     for amount in amounts {
                         #expect(try await first.reply(Request(op: "say", amount: amount)).ok)
                     }
-                    try await first.waitForStatus { $0.queue.playing == 2 }
-                    // Well into job 2 (its start is journaled in the background within milliseconds).
-                    try await Task.sleep(for: .milliseconds(300))
+                    // Job 2 heard, its start journaled (waiting for the event, not for a time: when the start is
+                    // recorded depends on the device's buffer and period).
+                    try await first.waitUntilStarted(2)
                     #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
 
                     var second: DaemonProcess?
