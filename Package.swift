@@ -177,7 +177,9 @@ let package = Package(
             dependencies: [
                 "AnnounceCtlApp", "AnnounceCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
+        .testTarget(
+            name: "AnnounceJournalTests",
+            dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
         .testTarget(

@@ -17,6 +17,8 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
     public var state: DeviceState
     public var keepOpen: Bool
     public var leadInMs: Int
+    /// Silence between two announcements of a burst, milliseconds.
+    public var pauseMs: Int?
     /// Device failures since start (each one closed the device and retried the job).
     public var deviceFailures: Int
     /// Times the device came back after failing.

@@ -53,7 +53,8 @@ extension Request {
     /// What the operation needs: `control` to make the speaker speak or change it, `read` to look.
     public func requiredAccess() throws(AnnounceError) -> Access {
         switch try operation() {
-        case .say, .prompt, .text, .cancel, .replay: .control
+        case .say, .prompt, .text: .submit
+        case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true) ? .control : .read
         case .status, .queue, .history, .ping, .metrics: .read
         }

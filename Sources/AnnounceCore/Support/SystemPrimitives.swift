@@ -14,7 +14,7 @@ import Glibc
 
 /// A mutual-exclusion lock (pthread mutex), in the shape of Foundation's `NSLock`.
 public final class Lock: @unchecked Sendable {  // the mutex is only touched through pthread calls
-    fileprivate let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
     public init() {
         pthread_mutex_init(mutex, nil)
@@ -33,56 +33,6 @@ public final class Lock: @unchecked Sendable {  // the mutex is only touched thr
         defer { unlock() }
         return try body()
     }
-}
-
-/// A lock with a condition variable (pthread), in the shape of Foundation's `NSCondition`. Timed waits use the
-/// monotonic clock, so a change of the wall clock neither shortens nor stretches them.
-public final class Condition: @unchecked Sendable {  // the mutex and condition are only touched through pthread calls
-    private let mutex = Lock()
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    public init() {
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deallocate()
-    }
-
-    public func lock() { mutex.lock() }
-    public func unlock() { mutex.unlock() }
-
-    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        try mutex.withLock(body)
-    }
-
-    /// Waits (the lock held) until signalled; may wake spuriously, as every condition variable.
-    public func wait() { pthread_cond_wait(condition, mutex.mutex) }
-
-    /// Waits (the lock held) until signalled or `date` passes; returns false on the timeout.
-    @discardableResult
-    public func wait(until date: Date) -> Bool {
-        wait(nanoseconds: max(0, date.timeIntervalSinceNow) * 1e9)
-    }
-
-    /// Waits (the lock held) until signalled or `nanoseconds` pass; returns false on the timeout.
-    @discardableResult
-    public func wait(nanoseconds: Double) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let total = Int64(deadline.tv_nsec) + Int64(min(nanoseconds, 1e17))
-        deadline.tv_sec += Int(total / 1_000_000_000)
-        deadline.tv_nsec = Int(total % 1_000_000_000)
-        return pthread_cond_timedwait(condition, mutex.mutex, &deadline) == 0
-    }
-
-    public func signal() { pthread_cond_signal(condition) }
-    public func broadcast() { pthread_cond_broadcast(condition) }
 }
 
 /// Threads of our own (pthread): the audio thread and blocking work that must not hold Swift concurrency's few
