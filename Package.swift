@@ -152,14 +152,16 @@ let package = Package(
         // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with
         // lld for packed relative relocations (DT_RELR, glibc ≥ 2.36: a 2.6 MB table becomes 20 kB), and without
         // exporting its symbols (the Swift runtime's static link exports them all: 27,000 dynamic symbols that
-        // every process start searched). docs/benchmarks.md, "Start-up".
+        // every process start searched). docs/benchmarks.md, "Start-up". Release builds only: the sanitizer builds
+        // (debug) keep the toolchain's link, which their runtimes are made for.
         .executableTarget(
             name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
             linkerSettings: [
-                .unsafeFlags([
-                    "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                    "-Xlinker", "--no-export-dynamic",
-                ])
+                .unsafeFlags(
+                    [
+                        "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                        "-Xlinker", "--no-export-dynamic",
+                    ], .when(configuration: .release))
             ]),
 
         // Test helpers shared by the test targets: the sound rig, daemon processes, audio comparison.
