@@ -16,7 +16,7 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
     private var pcm: PCMDevice?
     private let state: Mutex<SinkStatus>
 
-    public init(device: String, periodMicroseconds: Int = 80_000, periods: Int = 2, logger: Logger? = nil) {
+    public init(device: String, periodMicroseconds: Int = 10_000, periods: Int = 16, logger: Logger? = nil) {
         self.device = device
         self.periodMicroseconds = periodMicroseconds
         self.periods = periods
