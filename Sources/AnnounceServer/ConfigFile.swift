@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import TOMLKit
 
 /// Reads `announced.toml` (TOML, through TOMLKit) onto a configuration. Every key is checked: an unknown key

@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceSound
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// Housekeeping, configuration reload (SIGHUP) and graceful stop (SIGTERM).
@@ -96,7 +103,7 @@ extension Daemon {
         }
         if playerStarted.load(ordering: .acquiring) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
+                SystemThread.detach {
                     player.join()
                     continuation.resume()
                 }

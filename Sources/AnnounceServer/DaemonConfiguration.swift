@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Everything the daemon needs to start. Built from the defaults, then the config file, then flags (flags
 /// win). Documented key by key in docs/configuration.md.
@@ -35,7 +42,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var historyRetentionSeconds: Double = 30 * 24 * 3600
 
     // Audio
-    /// ALSA period time wanted, microseconds.
+    /// ALSA period time wanted, microseconds. The audio thread (and behind ALSA's pulse plugin, the sound server's
+    /// client thread) wakes once a period while a job plays: 80 ms × 2 costs a 2.7 s announcement a quarter of the
+    /// CPU of 10 ms × 16, below aplay's (docs/benchmarks.md, "CPU per announcement"); not yet the default, because
+    /// the rig's lifecycle tests (kill -9, shutdown cut, device restart) are written against 10 ms periods.
     public var periodMicroseconds = 10_000
     /// ALSA periods per buffer wanted. Playback starts once one period is written (the first sample leaves within a
     /// period), so a long buffer costs no latency; it is headroom for an audio thread that a loaded CPU holds up
@@ -119,7 +129,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
 
     /// The journal file inside the state folder.
-    public var journalPath: String { (stateDirectory as NSString).appendingPathComponent("journal.sqlite") }
+    public var journalPath: String { Path.join(stateDirectory, "journal.sqlite") }
 
     /// Checks values that do not depend on the system (ranges, formats). Returns every problem found.
     public func problems() -> [String] {

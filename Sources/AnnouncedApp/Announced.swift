@@ -1,12 +1,18 @@
 import AnnounceCore
 import AnnounceServer
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Metrics
 import Prometheus
 
-@main
 struct Announced: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "announced",
@@ -183,14 +189,14 @@ struct Announced: AsyncParsableCommand {
         do {
             configuration = try DaemonConfiguration.resolve(configFile: configFile, overrides: overrides)
         } catch {
-            FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+            StandardError.write("announced: \(error.message)\n")
             throw ExitCode(1)
         }
         if checkConfig {
             do {
                 print(try DaemonCheck.report(configuration))
             } catch {
-                FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+                StandardError.write("announced: \(error.message)\n")
                 throw ExitCode(1)
             }
             return
