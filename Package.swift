@@ -15,7 +15,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -57,6 +56,11 @@ let package = Package(
             providers: [.apt(["libespeak-ng-dev"])]
         ),
         .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
             name: "CMosquitto",
             path: "Sources/CMosquitto",
             providers: [.apt(["libmosquitto-dev"])]
@@ -87,10 +91,11 @@ let package = Package(
         ),
         // Client side of the socket protocol (announce-ctl, push listener).
         .target(name: "AnnounceClient", dependencies: ["AnnounceCore"]),
-        // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (GRDB).
+        // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (libsqlite3, through
+        // a small layer of its own: SQLite.swift). The only target that touches CSQLite.
         .target(
             name: "AnnounceJournal",
-            dependencies: ["AnnounceCore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["AnnounceCore", "CSQLite", "CLazyLibraries"]
         ),
         // The daemon: socket server, peer authentication, configuration, player thread, wiring.
         .target(
@@ -179,9 +184,7 @@ let package = Package(
             dependencies: [
                 "AnnounceCtlApp", "AnnounceCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .testTarget(
-            name: "AnnounceJournalTests",
-            dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
         .testTarget(
