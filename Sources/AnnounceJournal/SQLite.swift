@@ -106,8 +106,6 @@ extension Optional: SQLiteBindable where Wrapped: SQLiteBindable {
 struct SQLiteRow {
     fileprivate let statement: OpaquePointer
 
-    var count: Int { Int(sqlite3_column_count(statement)) }
-
     func isNull(_ column: Int) -> Bool { sqlite3_column_type(statement, Int32(column)) == SQLITE_NULL }
 
     func int64(_ column: Int) -> Int64? { isNull(column) ? nil : sqlite3_column_int64(statement, Int32(column)) }
