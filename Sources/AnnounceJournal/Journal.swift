@@ -158,6 +158,11 @@ public final class Journal: Sendable {
                 try DedupRecord(record)?.upsert(db)
                 return record
             }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
+            throw AnnounceError(
+                .journal,
+                "the disk holding the journal \(path) is full: the job was not taken; free space and send it again",
+                cause: "\(error)")
         } catch {
             throw failure("record the job", error)
         }
