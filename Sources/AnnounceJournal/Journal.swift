@@ -149,11 +149,22 @@ public final class Journal: Sendable {
                 "the disk holding the journal \(path) is full: nothing new is accepted until space is freed "
                     + "(the jobs already accepted are still recorded)")
         }
-        return try write("record the job") { (db) throws(SQLiteError) in
-            var record = record
-            try record.insert(db)
-            try DedupRecord(record)?.upsert(db)
-            return record
+        do {
+            return try withConnection { (db) throws(SQLiteError) -> JobRecord in
+                try db.transaction { () throws(SQLiteError) -> JobRecord in
+                    var record = record
+                    try record.insert(db)
+                    try DedupRecord(record)?.upsert(db)
+                    return record
+                }
+            }
+        } catch let error where error.isDiskFull {
+            throw AnnounceError(
+                .journal,
+                "the disk holding the journal \(path) is full: the job was not taken; free space and send it again",
+                cause: "\(error)")
+        } catch {
+            throw failure("record the job", error)
         }
     }
 

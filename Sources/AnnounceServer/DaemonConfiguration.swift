@@ -52,7 +52,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// (docs/audio.md: 10 ms × 4 underran on a loaded 2-core machine, 10 ms × 16 did not).
     public var periods = 16
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
-    public var leadInMs = 0
+    public var leadInMs = 50
     /// Silence between two announcements heard one after the other, milliseconds (0: none).
     public var pauseMs = 500
     /// Keep the PCM open between bursts.
