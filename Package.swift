@@ -158,7 +158,8 @@ let package = Package(
         // lld for packed relative relocations (DT_RELR, glibc ≥ 2.36: a 2.6 MB table becomes 20 kB), and without
         // exporting its symbols (the Swift runtime's static link exports them all: 27,000 dynamic symbols that
         // every process start searched). docs/benchmarks.md, "Start-up". Release builds only: the sanitizer builds
-        // (debug) keep the toolchain's link, which their runtimes are made for.
+        // (debug) keep the toolchain's link, which their runtimes are made for. `make` also keeps full Foundation and
+        // ICU off the link, which a manifest cannot do for its dependencies (Makefile, WITHOUT_FULL_FOUNDATION).
         .executableTarget(
             name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
             linkerSettings: [

@@ -1,11 +1,11 @@
 import CSQLite
 
-/// The journal's own small layer over Debian's libsqlite3: a connection that owns its handle and its prepared
-/// statements, values to bind, rows to read, transactions, and one error type. No more than the journal needs.
-/// (It replaced GRDB, which brought full Foundation and ICU, 46 MB, into the executable: docs/benchmarks.md.)
-///
-/// Not thread-safe by itself: a connection is used by one thread at a time (the journal keeps it in a Mutex), and
-/// is opened without SQLite's own mutexes accordingly.
+// The journal's own small layer over Debian's libsqlite3: a connection that owns its handle and its prepared
+// statements, values to bind, rows to read, transactions, and one error type. No more than the journal needs.
+// (It replaced GRDB, which brought full Foundation and ICU, 46 MB, into the executable: docs/benchmarks.md.)
+//
+// Not thread-safe by itself: a connection is used by one thread at a time (the journal keeps it in a Mutex), and
+// is opened without SQLite's own mutexes accordingly.
 
 /// A failed call into libsqlite3: the function, the result code, SQLite's own message (`sqlite3_errmsg`), and the
 /// statement it was running, if any.
@@ -182,6 +182,7 @@ final class SQLiteStatement {
         _ arguments: [any SQLiteBindable], _ row: (SQLiteRow) throws(SQLiteError) -> Void
     ) throws(SQLiteError) {
         defer {
+            // Their codes repeat the last step's error, already thrown.
             sqlite3_reset(handle)
             sqlite3_clear_bindings(handle)
         }
@@ -220,6 +221,7 @@ final class SQLiteConnection {
             throw SQLiteError(function: "sqlite3_open_v2", code: code, message: "\(message): \(path)")
         }
         self.handle = handle
+        // Both only set a field of an open connection: SQLITE_OK.
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, busyTimeoutMs)
     }
@@ -230,6 +232,7 @@ final class SQLiteConnection {
     /// connection closes). Using the connection afterwards throws SQLITE_MISUSE.
     func close() {
         statements.removeAll()
+        // Every statement is finalized, so it closes now (close_v2 would otherwise wait for the last one).
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
     }
