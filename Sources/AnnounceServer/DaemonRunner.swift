@@ -51,6 +51,8 @@ public struct DaemonRunner: Service {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let (shutdown, trigger) = AsyncStream<Void>.makeStream()
         let server = SocketServer(daemon: daemon, listener: listener, logger: logger)
+        // The keys, the day's total at its time, the everyday volume level: beside the socket, with the player.
+        let shop = ShopServices(daemon: daemon)
         var failure: (any Error)?
         await withGracefulShutdownHandler {
             await withTaskGroup(of: (any Error)?.self) { group in
@@ -60,6 +62,7 @@ public struct DaemonRunner: Service {
                     do {
                         try await server.run {
                             daemon.start()
+                            shop.start()
                             SystemdIntegration.ready(listener: listener, logger: logger)
                             ready()
                         }
@@ -89,6 +92,7 @@ public struct DaemonRunner: Service {
                     logger.critical("socket server failed", metadata: ["error": "\(error)"])
                 }
                 await daemon.stop()
+                await shop.stop()
                 group.cancelAll()
             }
         } onGracefulShutdown: {
