@@ -173,7 +173,10 @@ public final class InputMonitor: Sendable {
         }
 
         mutating func act(_ actions: [KeyAction]) {
-            for action in actions { monitor.onAction(action) }
+            for action in actions {
+                logger.info("key action", metadata: ["action": "\(action)"])
+                monitor.onAction(action)
+            }
         }
 
         mutating func read(_ id: Int) {

@@ -47,7 +47,7 @@ extension Daemon {
             let raw = VolumeMapping.raw(normalized: Double(target) / 100, scale: scale, roundUp: true)
             return VolumeReading(raw: reading.raw.map { _ in raw }, switches: reading.switches)
         }
-        logger.notice("volume key", metadata: ["level": "\(target)%", "raw": "\(level.raw)", "up": "\(up)"])
+        logger.info("volume key", metadata: ["level": "\(target)%", "raw": "\(level.raw)", "up": "\(up)"])
         return Self.percent(level, scale)
     }
 
@@ -62,7 +62,7 @@ extension Daemon {
             let mute = !reading.isMuted
             return VolumeReading(raw: reading.raw, switches: switches.map { _ in !mute })
         }
-        logger.notice("mute key", metadata: ["muted": "\(level.isMuted)"])
+        logger.info("mute key", metadata: ["muted": "\(level.isMuted)"])
         return level.isMuted
     }
 

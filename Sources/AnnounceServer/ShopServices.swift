@@ -58,22 +58,28 @@ final class ShopServices: Sendable {
 
     // MARK: Keys
 
-    /// Does what a key asks; a failure is logged (a key has nobody to answer to) and changes nothing else.
+    /// Does what a key asks; a failure is logged (a key has nobody to answer to) and changes nothing else. Every
+    /// action ends with one `key done` line in the log (after the job it makes is queued).
     static func perform(_ action: KeyAction, daemon: Daemon, step: Int) {
         let logger = daemon.logger
+        var metadata: Logger.Metadata = ["key": "\(action)"]
         do throws(AnnounceError) {
             switch action {
             case .volumeUp, .volumeDown:
                 let level = try daemon.stepVolumeLevel(up: action == .volumeUp, step: step)
-                try prompt(VolumeSteps.prompt(percent: level), daemon)
+                metadata["level"] = "\(level)%"
+                metadata["job.id"] = "\(try prompt(VolumeSteps.prompt(percent: level), daemon))"
             case .mute:
-                if !(try daemon.toggleMute()) { try prompt("unmuted", daemon) }
+                let muted = try daemon.toggleMute()
+                metadata["muted"] = "\(muted)"
+                if !muted { metadata["job.id"] = "\(try prompt("unmuted", daemon))" }
             case .replay:
                 let submission = try awaiting { () async throws(AnnounceError) in
                     try await daemon.replay(job: nil, priority: .payment, ttlMs: nil, wait: false)
                 }
                 if case .accepted(let job) = submission {
-                    logger.info("replay key", metadata: ["job.id": "\(job.id)", "replay_of": "\(job.replayOf ?? 0)"])
+                    metadata["job.id"] = "\(job.id)"
+                    metadata["replay_of"] = "\(job.replayOf ?? 0)"
                 }
             case .today:
                 let summary = try daemon.daySummary(.today)
@@ -82,18 +88,24 @@ final class ShopServices: Sendable {
                         summary, template: JobRequest(utterance: .summary(DayTotals()), priority: .payment))
                 }
                 if case .accepted(let job) = submission {
-                    logger.info("total key", metadata: ["job.id": "\(job.id)", "text": "\(job.text ?? "")"])
+                    metadata["job.id"] = "\(job.id)"
+                    metadata["text"] = "\(job.text ?? "")"
                 }
             }
+            logger.notice("key done", metadata: metadata)
         } catch {
-            logger.warning("key press not done", metadata: ["key": "\(action)", "error": "\(error)"])
+            metadata["error"] = "\(error)"
+            logger.warning("key done, with nothing to show for it", metadata: metadata)
         }
     }
 
-    /// Queues a status prompt in the default voice pack.
-    private static func prompt(_ name: String, _ daemon: Daemon) throws(AnnounceError) {
-        _ = try awaiting { () async throws(AnnounceError) in
+    /// Queues a status prompt in the default voice pack; returns its job id.
+    private static func prompt(_ name: String, _ daemon: Daemon) throws(AnnounceError) -> UInt64 {
+        let submission = try awaiting { () async throws(AnnounceError) in
             try await daemon.submit(JobRequest(utterance: .prompt(name: name), priority: .status))
+        }
+        switch submission {
+        case .accepted(let job), .duplicate(let job): return job.id
         }
     }
 
