@@ -139,7 +139,7 @@ public final class InputMonitor: Sendable {
                     "cannot watch for input devices coming and going (inotify); using those present now",
                     metadata: ["error": "\(String(cString: strerror(errno)))"])
             }
-            rescan()
+            rescan(initial: true)
             while true {
                 var descriptors = [pollfd(fd: monitor.stopDescriptor, events: Int16(POLLIN), revents: 0)]
                 if inotify >= 0 { descriptors.append(pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)) }
@@ -220,9 +220,12 @@ public final class InputMonitor: Sendable {
 
         // MARK: Finding devices
 
+        /// How a node came to be looked at: every node (no specs), a path given, or a node whose name may match.
+        enum Wanted { case any, path, named }
+
         /// Looks at the folder again: watches the folders that exist, drops devices whose node is gone, opens the
-        /// ones wanted that are not open yet.
-        mutating func rescan() {
+        /// ones wanted that are not open yet. `initial`: the first look, at start.
+        mutating func rescan(initial: Bool = false) {
             watch()
             let nodes = eventNodes()
             let present = Set(nodes.compactMap { NodeIdentity(path: $0) })
@@ -230,50 +233,53 @@ public final class InputMonitor: Sendable {
             for (id, device) in devices where !present.contains(device.identity) {
                 drop(id, because: "its node was removed")
             }
-            let open = Set(devices.values.map(\.identity))
-            var candidates: [(path: String, spec: InputDeviceSpec?)] = []
+            var candidates: [(path: String, wanted: Wanted)] = []
             if monitor.specs.isEmpty {
-                candidates = nodes.map { ($0, nil) }
+                candidates = nodes.map { ($0, .any) }
             } else {
-                for spec in monitor.specs {
-                    switch spec {
-                    case .path(let path):
-                        if NodeIdentity(path: path) == nil {
-                            if firstTime("missing|\(path)") {
-                                logger.warning(
-                                    "input device not present; it is used when it appears",
-                                    metadata: ["path": "\(path)"])
-                            }
-                        } else {
-                            reported.remove("missing|\(path)")
-                            candidates.append((path, spec))
+                for case .path(let path) in monitor.specs {
+                    if NodeIdentity(path: path) == nil {
+                        if firstTime("missing|\(path)") {
+                            logger.warning("input device not present; it is used when it appears", metadata: ["path": "\(path)"])
                         }
-                    case .name:
-                        candidates += nodes.map { ($0, spec) }
+                    } else {
+                        reported.remove("missing|\(path)")
+                        candidates.append((path, .path))
                     }
                 }
+                if monitor.specs.contains(where: { if case .name = $0 { true } else { false } }) {
+                    candidates += nodes.map { ($0, .named) }
+                }
             }
-            var opened = Set(open)
-            for (path, spec) in candidates {
+            var opened = Set(devices.values.map(\.identity))
+            for (path, wanted) in candidates {
                 guard let identity = NodeIdentity(path: path), !opened.contains(identity),
                     !passedOver.contains(identity)
                 else { continue }
-                if consider(path, spec: spec) { opened.insert(identity) }
+                if consider(path, wanted: wanted, initial: initial) { opened.insert(identity) }
             }
             reportPermissions()
             publish()
         }
 
+        /// The names of the `name:` specs.
+        var names: Set<String> {
+            Set(monitor.specs.compactMap { if case .name(let name) = $0 { name } else { nil } })
+        }
+
         /// Opens one node and keeps it if it is wanted; returns whether it is now in use.
-        mutating func consider(_ path: String, spec: InputDeviceSpec?) -> Bool {
+        mutating func consider(_ path: String, wanted: Wanted, initial: Bool) -> Bool {
             let device: InputDevice
             do {
                 device = try InputDevice(path: path)
             } catch {
-                switch (error.kind, spec) {
+                switch (error.kind, wanted) {
                 case (.missing, _):
                     break  // gone again already
-                case (.permission, .path?):
+                case (.permission, _) where !initial && Self.groupOf(path) == 0:
+                    // Just made: udev gives it its group (and says so, which brings it here again) in a moment.
+                    logger.debug("input node not ready yet", metadata: ["path": "\(path)"])
+                case (.permission, .path):
                     if firstTime("denied|\(path)") {
                         logger.warning(
                             "cannot open the input device: permission denied (the daemon needs group input)",
@@ -281,7 +287,7 @@ public final class InputMonitor: Sendable {
                     }
                 case (.permission, _):
                     permissionDenied.insert(path)
-                case (_, .path?):
+                case (_, .path):
                     if firstTime("unusable|\(path)") {
                         logger.warning("input device cannot be used", metadata: ["error": "\(error)"])
                     }
@@ -291,14 +297,14 @@ public final class InputMonitor: Sendable {
                 return false
             }
             permissionDenied.remove(path)
-            if case .name(let name)? = spec, device.name != name {
+            if wanted == .named, !names.contains(device.name) {
                 passedOver.insert(device.identity)
                 return false
             }
             let keys = device.keys(among: interpreter.keys)
             guard !keys.isEmpty else {
                 passedOver.insert(device.identity)
-                if spec != nil {
+                if wanted != .any {
                     logger.warning(
                         "input device has none of the configured keys; not used",
                         metadata: [
@@ -320,6 +326,12 @@ public final class InputMonitor: Sendable {
                     "keys": "\(keys.map(\.description).joined(separator: ","))",
                 ])
             return true
+        }
+
+        /// The group owning a node (udev gives input nodes group input once it has handled them).
+        static func groupOf(_ path: String) -> UInt32? {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_gid : nil
         }
 
         /// Devices that could not be opened because of their permissions, said once while the set is the same.

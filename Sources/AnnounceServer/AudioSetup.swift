@@ -101,7 +101,7 @@ extension AudioStatus {
         if let volume = engine.volume {
             mixer = volume.element
             self.volume = volume.percent.flatMap { $0.min() }.map { Int($0.rounded()) }
-            level = volume.everydayPercent.flatMap { $0.min() }.map { Int($0.rounded()) }
+            level = volume.level
             muted = volume.muted
             if threshold == nil { threshold = volume.thresholdPercent.map { Int($0.rounded()) } }
         }

@@ -22,8 +22,8 @@ extension Daemon {
         return volumeGuard
     }
 
-    /// Sets the everyday level to `percent` (0…100 on alsamixer's scale) on every channel. Returns the level as
-    /// set, in percent.
+    /// Sets the everyday level to `percent` (0…100 on alsamixer's scale) on every channel (a mute by the mute key
+    /// ends). Returns the level as set, in percent.
     @discardableResult
     public func setVolumeLevel(_ percent: Int) throws(AnnounceError) -> Int {
         guard (0...100).contains(percent) else {
@@ -34,36 +34,32 @@ extension Daemon {
             let raw = VolumeMapping.raw(normalized: Double(percent) / 100, scale: scale, roundUp: true)
             return VolumeReading(raw: reading.raw.map { _ in raw }, switches: reading.switches)
         }
-        logger.notice("volume level set", metadata: ["level": "\(percent)%", "raw": "\(level.raw)"])
-        return Self.percent(level, scale)
+        let now = VolumeMapping.percent(ofRaw: level.raw.min() ?? scale.raw.lowerBound, scale: scale)
+        logger.notice("volume level set", metadata: ["level": "\(now)%", "raw": "\(level.raw)"])
+        return now
     }
 
-    /// One step up or down from the level now (the volume keys). Returns the new level, percent.
+    /// One step up or down from the level now (the volume keys), on the `step` grid; a step always changes what
+    /// is heard. Returns the new level, percent.
     func stepVolumeLevel(up: Bool, step: Int) throws(AnnounceError) -> Int {
         let guarded = try mixerGuard()
         var target = 0
-        let (level, scale) = try guarded.changeEveryday { reading, scale in
-            target = VolumeSteps.next(from: Self.percentValue(reading, scale), step: step, up: up)
-            let raw = VolumeMapping.raw(normalized: Double(target) / 100, scale: scale, roundUp: true)
+        let (level, _) = try guarded.changeEveryday { reading, scale in
+            let (percent, raw) = VolumeSteps.step(
+                fromRaw: reading.raw.min() ?? scale.raw.lowerBound, scale: scale, step: step, up: up)
+            target = percent
             return VolumeReading(raw: reading.raw.map { _ in raw }, switches: reading.switches)
         }
         logger.info("volume key", metadata: ["level": "\(target)%", "raw": "\(level.raw)", "up": "\(up)"])
-        return Self.percent(level, scale)
+        return target
     }
 
     /// Mutes, or unmutes when muted (the mute key); returns whether it is muted now. Under the `respect` policy a
     /// mute silences an alert playing now; under `override` the alert plays on and the mute follows it.
     func toggleMute() throws(AnnounceError) -> Bool {
-        let guarded = try mixerGuard()
-        let (level, _) = try guarded.changeEveryday { (reading, _) throws(AnnounceError) in
-            guard let switches = reading.switches else {
-                throw AnnounceError(.mixer, "mixer element \(guarded.address) has no playback switch to mute")
-            }
-            let mute = !reading.isMuted
-            return VolumeReading(raw: reading.raw, switches: switches.map { _ in !mute })
-        }
-        logger.info("mute key", metadata: ["muted": "\(level.isMuted)"])
-        return level.isMuted
+        let muted = try mixerGuard().toggleMute()
+        logger.info("mute key", metadata: ["muted": "\(muted)"])
+        return muted
     }
 
     /// From now on, keeps the owner's level in the journal whenever it changes.
@@ -80,8 +76,15 @@ extension Daemon {
         Self.levelWriter.sync { keep(level, of: volumeGuard.address) }
     }
 
-    private func keep(_ level: VolumeReading, of element: MixerElementAddress) {
-        let value = "\(element)=" + level.raw.map(String.init).joined(separator: ",")
+    /// `CTL/ELEMENT=RAW,RAW` and, for a mute by the mute key on an element without a switch, ` muted-from=RAW,RAW`.
+    private static func text(_ level: EverydayLevel, of element: MixerElementAddress) -> String {
+        var text = "\(element)=" + level.reading.raw.map(String.init).joined(separator: ",")
+        if let from = level.mutedFrom { text += " muted-from=" + from.map(String.init).joined(separator: ",") }
+        return text
+    }
+
+    private func keep(_ level: EverydayLevel, of element: MixerElementAddress) {
+        let value = Self.text(level, of: element)
         do {
             if try journal.setting(Self.levelSetting) != value { try journal.setSetting(Self.levelSetting, value) }
         } catch {
@@ -94,30 +97,24 @@ extension Daemon {
     func restoreEverydayLevel() {
         guard let volumeGuard else { return }
         do {
-            guard let text = try journal.setting(Self.levelSetting), let equals = text.lastIndex(of: "=") else { return }
-            guard text[..<equals] == "\(volumeGuard.address)" else { return }
-            let raw = text[text.index(after: equals)...].split(separator: ",").compactMap { Int($0) }
+            guard let text = try journal.setting(Self.levelSetting) else { return }
+            let parts = text.split(separator: " ")
+            guard let first = parts.first, let equals = first.lastIndex(of: "="),
+                first[..<equals] == "\(volumeGuard.address)"
+            else { return }
+            func values(_ text: Substring) -> [Int] { text.split(separator: ",").compactMap { Int($0) } }
+            let raw = values(first[first.index(after: equals)...])
+            let mutedFrom = parts.dropFirst().first { $0.hasPrefix("muted-from=") }.map { values($0.dropFirst(11)) }
             let (now, _) = try volumeGuard.everydayLevel()
-            guard !raw.isEmpty, raw.count == now.raw.count, raw != now.raw else { return }
-            try volumeGuard.changeEveryday { reading, _ in VolumeReading(raw: raw, switches: reading.switches) }
+            guard !raw.isEmpty, raw.count == now.reading.raw.count else { return }
+            let kept = EverydayLevel(reading: VolumeReading(raw: raw, switches: now.reading.switches), mutedFrom: mutedFrom)
+            guard kept.reading.raw != now.reading.raw || kept.mutedFrom != now.mutedFrom else { return }
+            try volumeGuard.restoreEveryday(kept)
             logger.notice(
-                "volume level put back as last set", metadata: ["mixer": "\(volumeGuard.address)", "raw": "\(raw)"])
+                "volume level put back as last set",
+                metadata: ["mixer": "\(volumeGuard.address)", "raw": "\(raw)", "muted": "\(mutedFrom != nil)"])
         } catch {
             logger.warning("cannot put the volume level back", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// The everyday level now, percent (the quietest channel).
-    func volumeLevel() throws(AnnounceError) -> Int {
-        let (level, scale) = try mixerGuard().everydayLevel()
-        return Self.percent(level, scale)
-    }
-
-    private static func percentValue(_ reading: VolumeReading, _ scale: VolumeScale) -> Double {
-        VolumeMapping.normalized(raw: reading.raw.min() ?? scale.raw.lowerBound, scale: scale) * 100
-    }
-
-    private static func percent(_ reading: VolumeReading, _ scale: VolumeScale) -> Int {
-        Int(percentValue(reading, scale).rounded())
     }
 }

@@ -142,14 +142,61 @@ import Testing
         #expect(VolumeSteps.next(from: 63, step: 10, up: true) == 70)
         #expect(VolumeSteps.next(from: 63, step: 10, up: false) == 60)
         #expect(VolumeSteps.next(from: 60, step: 10, up: true) == 70)
-        #expect(VolumeSteps.next(from: 60.0004, step: 10, up: false) == 50, "a level set to 60 reads back a hair above")
-        #expect(VolumeSteps.next(from: 59.998, step: 10, up: true) == 70)
+        #expect(VolumeSteps.next(from: 60, step: 10, up: false) == 50)
         #expect(VolumeSteps.next(from: 100, step: 10, up: true) == 100)
         #expect(VolumeSteps.next(from: 0, step: 10, up: false) == 0)
         #expect(VolumeSteps.next(from: 3, step: 5, up: true) == 5)
         #expect(VolumeSteps.prompt(percent: 60) == "volume-6")
         #expect(VolumeSteps.prompt(percent: 0) == "volume-min" && VolumeSteps.prompt(percent: 100) == "volume-max")
         #expect(VolumeSteps.prompt(percent: 5) == "volume-1", "the quietest audible step still says a level")
+    }
+
+    /// On the elements the daemon meets: a softvol (−51…0 dB in 0.2 dB steps, as the VM's Master), PulseAudio's
+    /// Master (raw 0…65536, no dB) and a coarse card (16 steps of 1.5 dB): a level set as N % reads back N %, and
+    /// a step moves one grid point — or more, where the grid points sound the same.
+    @Test func stepsMoveTheRawValueOnEveryKindOfElement() {
+        let softvol = VolumeScale(
+            raw: 0...255,
+            decibels: .init(
+                range: -5100...0, fromRaw: { ($0 - 255) * 20 },
+                toRaw: { centidB, up in
+                    let exact = Double(centidB + 5100) / 20
+                    return min(255, max(0, Int(up ? exact.rounded(.up) : exact.rounded(.down))))
+                }))
+        let pulse = VolumeScale(raw: 0...65536)
+        let coarse = VolumeScale(
+            raw: 0...15,
+            decibels: .init(
+                range: -2250...0, fromRaw: { ($0 - 15) * 150 },
+                toRaw: { centidB, up in
+                    let exact = Double(centidB + 2250) / 150
+                    return min(15, max(0, Int(up ? exact.rounded(.up) : exact.rounded(.down))))
+                }))
+        for scale in [softvol, pulse, coarse] {
+            for percent in stride(from: 0, through: 100, by: 10) {
+                let raw = VolumeMapping.raw(normalized: Double(percent) / 100, scale: scale, roundUp: true)
+                let back = VolumeMapping.percent(ofRaw: raw, scale: scale)
+                #expect(back <= percent && VolumeMapping.raw(normalized: Double(back) / 100, scale: scale, roundUp: true) == raw,
+                        "\(percent) % is raw \(raw), read back as \(back) %")
+            }
+        }
+        let eighty = VolumeMapping.raw(normalized: 0.8, scale: softvol, roundUp: true)
+        #expect(VolumeMapping.percent(ofRaw: eighty, scale: softvol) == 80)
+        #expect(VolumeSteps.step(fromRaw: eighty, scale: softvol, step: 10, up: false).percent == 70)
+        #expect(VolumeSteps.step(fromRaw: eighty, scale: softvol, step: 10, up: true).percent == 90)
+        #expect(VolumeSteps.step(fromRaw: 32768, scale: pulse, step: 10, up: true) == (60, 39322))
+        // Held down from the top to the bottom, every press is heard as a change.
+        for scale in [softvol, pulse, coarse] {
+            var raw = scale.raw.upperBound
+            var levels: [Int] = []
+            while raw > scale.raw.lowerBound {
+                let next = VolumeSteps.step(fromRaw: raw, scale: scale, step: 10, up: false)
+                #expect(next.raw < raw, "a step down from raw \(raw) went to \(next)")
+                levels.append(next.percent)
+                raw = next.raw
+            }
+            #expect(levels.last == 0 && levels == levels.sorted(by: >), "\(levels)")
+        }
     }
 
     @Test func readingDefaultsFillWhatTheRequestLeftOpen() throws {

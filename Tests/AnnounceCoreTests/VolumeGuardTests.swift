@@ -264,7 +264,7 @@ struct VolumeGuardTests {
         let guarded = makeGuard(control)
         let (level, _) = try guarded.changeEveryday { reading, _ in VolumeReading(raw: [70, 70], switches: reading.switches) }
         #expect(level.raw == [70, 70] && control.value.raw == [70, 70])
-        #expect(try guarded.everydayLevel().reading.raw == [70, 70])
+        #expect(try guarded.everydayLevel().level.reading.raw == [70, 70])
         #expect(try stateFile.entries().isEmpty, "nothing owed")
         #expect(guarded.status().everydayPercent == [70, 70])
     }
@@ -276,7 +276,7 @@ struct VolumeGuardTests {
         #expect(control.value.raw == [60])
         try guarded.changeEveryday { reading, _ in VolumeReading(raw: [40], switches: reading.switches) }
         #expect(control.value.raw == [60], "the alert keeps the threshold")
-        #expect(try guarded.everydayLevel().reading.raw == [40])
+        #expect(try guarded.everydayLevel().level.reading.raw == [40])
         #expect(try stateFile.entries().first?.original.raw == [40], "what a crash would put back")
         #expect(guarded.status().everydayRaw == [40] && guarded.status().raw == [60])
         guarded.end()
@@ -331,7 +331,7 @@ struct VolumeGuardTests {
         let control = FakeVolumeControl(raw: [30])
         let seen = Mutex<[[Int]]>([])
         let guarded = makeGuard(control)
-        guarded.observeEveryday { level in seen.withLock { $0.append(level.raw) } }
+        guarded.observeEveryday { level in seen.withLock { $0.append(level.reading.raw) } }
         _ = guarded.begin()  // first seen: 30
         control.userSets(raw: [45])  // amixer during the alert: the owner's new level
         guarded.end()
@@ -372,5 +372,74 @@ struct VolumeGuardTests {
         #expect(finished, "begin() waited for a status request's mixer read")
         #expect(control.value.raw == [60])
         guarded.end()
+    }
+
+    // MARK: - The mute key on an element without a playback switch (a softvol)
+
+    @Test func anElementWithoutASwitchIsMutedByItsMinimumAndTheLevelComesBack() throws {
+        let control = FakeVolumeControl(raw: [180, 180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        #expect(try guarded.toggleMute())
+        #expect(control.value.raw == [0, 0])
+        #expect(guarded.status().muted == true && guarded.status().everydayRaw == [180, 180])
+        #expect(guarded.begin() == .muted, "muted by the key is muted for the mute policy")
+        guarded.end()
+        #expect(control.value.raw == [0, 0], "nothing raised for it")
+        #expect(try !guarded.toggleMute())
+        #expect(control.value.raw == [180, 180], "unmuted: the level it had")
+        #expect(guarded.begin() == .play)
+        guarded.end()
+    }
+
+    @Test func aSoftMuteUnderOverrideStillLetsTheAlertBeHeard() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control, policy: .override)
+        _ = try guarded.toggleMute()
+        #expect(guarded.begin() == .play)
+        let floor = try VolumeMapping.raw(for: .percent(60), scale: control.scale(), element: "x")
+        #expect(control.value.raw == [floor], "raised to the threshold for the alert")
+        guarded.end()
+        #expect(control.value.raw == [0], "and muted again after it")
+    }
+
+    @Test func aSoftMuteDuringAnAlertUnderRespectSilencesItNow() throws {
+        let control = FakeVolumeControl(raw: [100], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        _ = guarded.begin()  // 100 is below 60 %: raised
+        #expect(control.value.raw != [100])
+        _ = try guarded.toggleMute()
+        #expect(control.value.raw == [0], "the owner's mute silences the payment playing (respect)")
+        #expect(guarded.begin() == .muted)
+        guarded.end()
+        let owed = try stateFile.entries()
+        #expect(control.value.raw == [0] && owed.isEmpty)
+        #expect(try !guarded.toggleMute() && control.value.raw == [100])
+    }
+
+    @Test func aVolumeStepOrAnAmixerChangeEndsASoftMute() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        _ = try guarded.toggleMute()
+        var seen: [Int] = []
+        try guarded.changeEveryday { reading, _ in
+            seen = reading.raw
+            return VolumeReading(raw: [200], switches: nil)
+        }
+        #expect(seen == [180], "a step starts from the level before the mute")
+        #expect(control.value.raw == [200] && guarded.status().muted != true)
+        _ = try guarded.toggleMute()
+        control.userSets(raw: [90])  // turned up by hand with amixer
+        #expect(guarded.begin() == .play, "no longer muted")
+        guarded.end()
+        #expect(try guarded.everydayLevel().level.mutedFrom == nil)
+    }
+
+    @Test func aKeptMuteIsPutBackAtStart() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        try guarded.restoreEveryday(EverydayLevel(reading: VolumeReading(raw: [0]), mutedFrom: [150]))
+        #expect(control.value.raw == [0] && guarded.begin() == .muted)
+        guarded.end()
+        #expect(try !guarded.toggleMute() && control.value.raw == [150])
     }
 }

@@ -9,6 +9,23 @@ public enum MutePolicy: String, Sendable, Codable, CaseIterable {
     case override
 }
 
+/// The owner's everyday level: the raw values an element holds outside alerts; and, for an element without a playback
+/// switch that the mute key muted (its volume then at the minimum), the raw values it had before.
+public struct EverydayLevel: Sendable, Equatable {
+    public var reading: VolumeReading
+    public var mutedFrom: [Int]?
+
+    public init(reading: VolumeReading, mutedFrom: [Int]? = nil) {
+        self.reading = reading
+        self.mutedFrom = mutedFrom
+    }
+
+    /// Muted by the playback switch, or by the mute key on an element without one.
+    public var isMuted: Bool { reading.isMuted || mutedFrom != nil }
+    /// The level to speak of: the one before the mute key when muted so.
+    public var raw: [Int] { mutedFrom ?? reading.raw }
+}
+
 /// Makes sure an alert is audible and puts the owner's setting back afterwards; and sets the owner's everyday level
 /// (the volume keys, `volume` with `level`) without breaking that promise.
 ///
@@ -19,7 +36,9 @@ public enum MutePolicy: String, Sendable, Codable, CaseIterable {
 ///
 /// The everyday level is what the mixer holds outside alerts (during one, what it goes back to). Setting it
 /// during an alert changes what comes back after, and the alert itself never plays below the threshold (nor muted
-/// under the `override` policy); outside an alert it is written at once.
+/// under the `override` policy); outside an alert it is written at once. The mute key turns the playback switch
+/// off; an element without one (a softvol) is muted by turning it to its minimum, remembering the level, and such a
+/// mute counts as muted for the mute policy like the switch.
 ///
 /// Mixer problems never stop an announcement: they are logged and the alert plays at whatever volume there is.
 /// All calls are serialised by a lock, so they may come from any thread while the audio thread works; `status()`
@@ -53,8 +72,10 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     private var restores = 0
     private var userOverrides = 0
     /// The owner's level as last seen, and who wants to hear when it changes (the daemon keeps it in its journal).
-    private var everyday: VolumeReading?
-    private var onEverydayChange: (@Sendable (VolumeReading) -> Void)?
+    private var everyday: EverydayLevel?
+    private var onEverydayChange: (@Sendable (EverydayLevel) -> Void)?
+    /// An element without a playback switch muted by the mute key: the raw values before (it is at its minimum).
+    private var softMute: [Int]?
 
     public init(
         control: any VolumeControl, threshold: VolumeLevel?, mutePolicy: MutePolicy, stateFile: MixerStateFile?,
@@ -75,7 +96,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     /// Calls `observer` with the owner's level whenever it changes: set through ``changeEveryday(_:)``, or found
     /// changed on the mixer (amixer, another program) at an alert. Called under the guard's lock, possibly on the
     /// audio thread: it must not block or call back.
-    public func observeEveryday(_ observer: @escaping @Sendable (VolumeReading) -> Void) {
+    public func observeEveryday(_ observer: @escaping @Sendable (EverydayLevel) -> Void) {
         lock.lock()
         defer { lock.unlock() }
         onEverydayChange = observer
@@ -115,9 +136,10 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         }
         if active {
             // The daemon's own unmute looks like "not muted"; only a mute made since counts.
-            return reading.isMuted && mutePolicy == .respect ? .muted : .play
+            return (reading.isMuted || softMute != nil) && mutePolicy == .respect ? .muted : .play
         }
-        if reading.isMuted && mutePolicy == .respect {
+        noticeSoftUnmute(reading)
+        if (reading.isMuted || softMute != nil) && mutePolicy == .respect {
             logger.notice("output is muted; not playing (mute policy respect)", metadata: ["mixer": "\(address)"])
             return .muted
         }
@@ -139,29 +161,76 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
 
     /// The owner's everyday level now (what the mixer holds, or what an alert that holds it raised puts back) and
     /// the element's scale.
-    public func everydayLevel() throws(AnnounceError) -> (reading: VolumeReading, scale: VolumeScale) {
+    public func everydayLevel() throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
         lock.lock()
         defer { lock.unlock() }
         let scale = try control.scale()
         let reading = try control.read()
-        if let pending, reading == pending.applied { return (pending.original, scale) }
-        return (reading, scale)
+        noticeSoftUnmute(reading, scale: scale)
+        if let pending, reading == pending.applied { return (EverydayLevel(reading: pending.original, mutedFrom: softMute), scale) }
+        return (EverydayLevel(reading: reading, mutedFrom: softMute), scale)
     }
 
-    /// Changes the owner's everyday level (volume, mute switch): `change` gets the level now and returns the new
-    /// one. Outside an alert the mixer takes it at once. During one, it is what comes back after the alert, and
-    /// the alert keeps at least the threshold — and stays unmuted under the `override` policy, while under
-    /// `respect` a mute silences it now. Returns the new level and the scale.
+    /// Changes the owner's everyday level (the volume): `change` gets the level now and returns the new one.
+    /// Outside an alert the mixer takes it at once. During one, it is what comes back after the alert, and the
+    /// alert keeps at least the threshold — and stays unmuted under the `override` policy, while under `respect` a
+    /// mute silences it now. On an element muted by the mute key, `change` gets the level from before the mute,
+    /// and a new level unmutes it. Returns the new level and the scale.
     @discardableResult
     public func changeEveryday(
         _ change: (VolumeReading, VolumeScale) throws(AnnounceError) -> VolumeReading
-    ) throws(AnnounceError) -> (reading: VolumeReading, scale: VolumeScale) {
+    ) throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
         lock.lock()
         defer { lock.unlock() }
         let scale = try control.scale()
         let current = try control.read()
-        let original = owner(current)
+        noticeSoftUnmute(current, scale: scale)
+        var original = owner(current)
+        if let level = softMute { original.raw = level }
         let wanted = try change(original, scale)
+        softMute = nil
+        try apply(wanted, over: current)
+        return (EverydayLevel(reading: wanted), scale)
+    }
+
+    /// The mute key: mutes, or unmutes when muted — with the playback switch, or on an element without one by
+    /// its minimum volume (and back to the level it had). Returns whether it is muted now.
+    public func toggleMute() throws(AnnounceError) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let scale = try control.scale()
+        let current = try control.read()
+        noticeSoftUnmute(current, scale: scale)
+        var wanted = owner(current)
+        if let switches = wanted.switches {
+            let mute = !wanted.isMuted
+            wanted.switches = switches.map { _ in !mute }
+        } else if let level = softMute {
+            softMute = nil
+            wanted.raw = level
+        } else {
+            softMute = wanted.raw
+            wanted.raw = wanted.raw.map { _ in scale.raw.lowerBound }
+        }
+        try apply(wanted, over: current)
+        return wanted.isMuted || softMute != nil
+    }
+
+    /// Puts back a level kept from an earlier run (the daemon's journal), a mute by the mute key included.
+    public func restoreEveryday(_ level: EverydayLevel) throws(AnnounceError) {
+        lock.lock()
+        defer { lock.unlock() }
+        let current = try control.read()
+        let original = owner(current)
+        guard level.reading.raw.count == original.raw.count else { return }
+        var wanted = original
+        wanted.raw = level.reading.raw
+        softMute = original.switches == nil ? level.mutedFrom : nil
+        try apply(wanted, over: current)
+    }
+
+    /// The owner's new level: held for the alert playing (at least the threshold), or written at once.
+    private func apply(_ wanted: VolumeReading, over current: VolumeReading) throws(AnnounceError) {
         guard wanted.raw.count == current.raw.count, wanted.switches?.count == current.switches?.count else {
             throw AnnounceError(.internalError, "a level for \(wanted.raw.count) channels of \(address)")
         }
@@ -177,8 +246,10 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         }
         observe(wanted)
         logger.info(
-            "everyday volume set", metadata: ["mixer": "\(address)", "raw": "\(wanted.raw)", "muted": "\(wanted.isMuted)"])
-        return (wanted, scale)
+            "everyday volume set",
+            metadata: [
+                "mixer": "\(address)", "raw": "\(wanted.raw)", "muted": "\(wanted.isMuted || softMute != nil)",
+            ])
     }
 
     /// A snapshot for `status` replies: reads the element now, through `monitor` when there is one.
@@ -189,6 +260,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
             raised: pending != nil, raises: raises, restores: restores, userOverrides: userOverrides)
         let threshold = self.threshold
         let held = pending
+        let mutedFrom = softMute
         if let lastError { status.lastError = ErrorInfo(lastError) }
         lock.unlock()
         do {
@@ -204,11 +276,12 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
                 (reading, scale) = (try control.read(), try control.scale())
             }
             status.raw = reading.raw
-            status.muted = reading.switches.map { $0.contains(false) }
+            status.muted = mutedFrom != nil ? true : reading.switches.map { $0.contains(false) }
             status.percent = reading.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
-            let everyday = held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading
-            status.everydayRaw = everyday.raw
-            status.everydayPercent = everyday.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
+            let everyday = mutedFrom ?? (held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading).raw
+            status.everydayRaw = everyday
+            status.everydayPercent = everyday.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
+            status.level = everyday.min().map { VolumeMapping.percent(ofRaw: $0, scale: scale) }
             if let threshold, let raw = try? VolumeMapping.raw(for: threshold, scale: scale, element: "\(address)") {
                 status.thresholdRaw = raw
                 status.thresholdPercent = VolumeMapping.normalized(raw: raw, scale: scale) * 100
@@ -240,7 +313,9 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     /// `original` — the owner's level — to put back after it. Mixer problems are logged, never thrown.
     private func hold(original: VolumeReading, current: VolumeReading) {
         var target = original
-        if let threshold {
+        // Muted by the mute key on an element without a switch, under `respect`: silence now, nothing raised.
+        let softMuted = softMute != nil && mutePolicy == .respect
+        if let threshold, !softMuted {
             do {
                 let floor = try VolumeMapping.raw(for: threshold, scale: control.scale(), element: "\(address)")
                 target.raw = original.raw.map { max($0, floor) }
@@ -329,10 +404,21 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     }
 
     /// The owner's level as seen now; a new one is reported (the daemon keeps it across restarts).
-    private func observe(_ level: VolumeReading) {
-        guard everyday?.raw != level.raw else { return }
+    private func observe(_ reading: VolumeReading) {
+        let level = EverydayLevel(reading: reading, mutedFrom: softMute)
+        guard everyday?.reading.raw != level.reading.raw || everyday?.mutedFrom != level.mutedFrom else { return }
         everyday = level
         onEverydayChange?(level)
+    }
+
+    /// An element muted by the mute key that someone turned up by hand (amixer) is no longer muted.
+    private func noticeSoftUnmute(_ reading: VolumeReading, scale: VolumeScale? = nil) {
+        guard softMute != nil, pending == nil else { return }
+        guard let minimum = (scale ?? (try? control.scale()))?.raw.lowerBound else { return }
+        if reading.raw.contains(where: { $0 > minimum }) {
+            softMute = nil
+            observe(reading)
+        }
     }
 
     private func note(_ error: AnnounceError, _ message: Logger.Message) {
@@ -359,6 +445,8 @@ public struct VolumeStatus: Sendable, Equatable, Codable {
     /// back after it (raw, and on alsamixer's scale).
     public var everydayRaw: [Int]?
     public var everydayPercent: [Double]?
+    /// The everyday level as a whole percentage (the quietest channel; a level set as N % reads N %).
+    public var level: Int?
     public var mutePolicy: MutePolicy
     /// Whether the daemon holds the volume raised (or unmuted) now.
     public var raised: Bool

@@ -346,11 +346,13 @@ step_keys() {
     mixer master_held Master
     record volume_held announce-ctl volume
 
-    # Mute: the switch goes off and a payment is not played (mute policy respect); again: on, and 已取消静音.
+    # Mute: docs/asound.conf's Master (a softvol) has no switch, so the volume goes to its minimum, and a payment is
+    # not played (mute policy respect); again: the level it had, and 已取消静音.
     note_keys
     tap "$node" KEY_MUTE
     after_keys 1
     mixer master_muted Master
+    record volume_muted announce-ctl volume
     record say_muted announce-ctl say --wait 1.00
     capture_start unmuted
     note_keys
