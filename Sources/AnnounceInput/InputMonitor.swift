@@ -95,7 +95,8 @@ public final class InputMonitor: Sendable {
                 thread = created
             } else {
                 body.release()
-                logger.error("cannot start the key reader thread", metadata: ["error": "\(String(cString: strerror(status)))"])
+                logger.error(
+                    "cannot start the key reader thread", metadata: ["error": "\(String(cString: strerror(status)))"])
             }
         }
     }
@@ -211,7 +212,9 @@ public final class InputMonitor: Sendable {
                 any = true
                 var offset = 0
                 while offset + header <= count {
-                    let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                    let event = buffer.withUnsafeBytes {
+                        $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    }
                     if event.mask & UInt32(IN_IGNORED) != 0 { watches[event.wd] = nil }
                     offset += header + Int(event.len)
                 }
@@ -240,7 +243,8 @@ public final class InputMonitor: Sendable {
                 for case .path(let path) in monitor.specs {
                     if NodeIdentity(path: path) == nil {
                         if firstTime("missing|\(path)") {
-                            logger.warning("input device not present; it is used when it appears", metadata: ["path": "\(path)"])
+                            logger.warning(
+                                "input device not present; it is used when it appears", metadata: ["path": "\(path)"])
                         }
                     } else {
                         reported.remove("missing|\(path)")
@@ -312,7 +316,8 @@ public final class InputMonitor: Sendable {
                             "keys": "\(interpreter.keys.sorted().map(\.description).joined(separator: ","))",
                         ])
                 } else {
-                    logger.debug("input device without the keys", metadata: ["path": "\(path)", "name": "\(device.name)"])
+                    logger.debug(
+                        "input device without the keys", metadata: ["path": "\(path)", "name": "\(device.name)"])
                 }
                 return false
             }
@@ -375,7 +380,8 @@ public final class InputMonitor: Sendable {
             let links = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_TO)
             if !add(folder, nodes) {
                 if firstTime("nofolder|\(folder)") {
-                    logger.warning("no input device folder; keys are read once devices appear", metadata: ["folder": "\(folder)"])
+                    logger.warning(
+                        "no input device folder; keys are read once devices appear", metadata: ["folder": "\(folder)"])
                 }
                 let parent = "/" + folder.split(separator: "/").dropLast().joined(separator: "/")
                 _ = add(parent, UInt32(IN_CREATE | IN_MOVED_TO))

@@ -105,8 +105,8 @@ public struct PushVerifier: Sendable {
     public var reading: ReadingDefaults.Choice
 
     public init(
-        device: String, keyring: Keyring, maximumAgeMs: Int64, maximumFutureMs: Int64, currencies: Set<String> = ["CNY"],
-        reading: ReadingDefaults.Choice = .init()
+        device: String, keyring: Keyring, maximumAgeMs: Int64, maximumFutureMs: Int64,
+        currencies: Set<String> = ["CNY"], reading: ReadingDefaults.Choice = .init()
     ) {
         self.device = device
         self.keyring = keyring
@@ -161,7 +161,8 @@ public struct PushVerifier: Sendable {
             throw AnnounceError(.invalidAmount, error.description)
         }
         return VerifiedPayment(
-            message: message, amount: amount, style: message.style ?? reading.style, liang: message.liang ?? reading.liang)
+            message: message, amount: amount, style: message.style ?? reading.style,
+            liang: message.liang ?? reading.liang)
     }
 
     static func bytes(hex: String) -> [UInt8]? {

@@ -17,7 +17,8 @@ extension Daemon {
     func mixerGuard() throws(AnnounceError) -> VolumeGuard {
         guard let volumeGuard else {
             throw AnnounceError(
-                .notFound, "no mixer element is configured (audio.mixer = \"none\"): the daemon does not set the volume")
+                .notFound,
+                "no mixer element is configured (audio.mixer = \"none\"): the daemon does not set the volume")
         }
         return volumeGuard
     }
@@ -107,7 +108,8 @@ extension Daemon {
             let mutedFrom = parts.dropFirst().first { $0.hasPrefix("muted-from=") }.map { values($0.dropFirst(11)) }
             let (now, _) = try volumeGuard.everydayLevel()
             guard !raw.isEmpty, raw.count == now.reading.raw.count else { return }
-            let kept = EverydayLevel(reading: VolumeReading(raw: raw, switches: now.reading.switches), mutedFrom: mutedFrom)
+            let kept = EverydayLevel(
+                reading: VolumeReading(raw: raw, switches: now.reading.switches), mutedFrom: mutedFrom)
             guard kept.reading.raw != now.reading.raw || kept.mutedFrom != now.mutedFrom else { return }
             try volumeGuard.restoreEveryday(kept)
             logger.notice(

@@ -25,9 +25,10 @@ public struct KeysConfiguration: Sendable, Equatable {
     public var summary: String {
         func key(_ action: KeyAction) -> String { bindings[action].map { "\"\($0)\"" } ?? "\"\" (none)" }
         func ms(_ value: Int) -> String { "\"\(value)ms\"" }
+        let listed = devices.map { "\"\($0)\"" }.joined(separator: ", ")
         return """
             enabled = \(enabled)
-            devices = [\(devices.map { "\"\($0)\"" }.joined(separator: ", "))]\(devices.isEmpty ? " (every device with these keys)" : "")
+            devices = [\(listed)]\(devices.isEmpty ? " (every device with these keys)" : "")
             volume_up = \(key(.volumeUp))
             volume_down = \(key(.volumeDown))
             mute = \(key(.mute))

@@ -272,7 +272,9 @@ struct Volume: ParsableCommand {
     var percent: Int?
 
     func validate() throws {
-        if percent != nil && threshold != nil { throw ValidationError("give the threshold once: PERCENT or --threshold") }
+        if percent != nil && threshold != nil {
+            throw ValidationError("give the threshold once: PERCENT or --threshold")
+        }
         if reset && (percent ?? threshold) != nil { throw ValidationError("give a threshold or --reset, not both") }
         for value in [percent, threshold, level].compactMap({ $0 }) where !(0...100).contains(value) {
             throw ValidationError("a percentage is 0…100, not \(value)")

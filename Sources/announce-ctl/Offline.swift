@@ -206,7 +206,9 @@ struct Render: ParsableCommand {
 
     func validate() throws {
         let given = [amount != nil, fen != nil, prompt != nil, text != nil, summary != nil].filter { $0 }.count
-        guard given == 1 else { throw ValidationError("give exactly one of AMOUNT, --fen, --prompt, --text, --summary") }
+        guard given == 1 else {
+            throw ValidationError("give exactly one of AMOUNT, --fen, --prompt, --text, --summary")
+        }
         guard leadInMs >= 0 else { throw ValidationError("--lead-in-ms cannot be negative") }
         if refunds != nil && summary == nil { throw ValidationError("--refunds goes with --summary") }
         _ = try totals()

@@ -53,7 +53,8 @@ import Testing
     @Test func theNextTimeOfDayIsTodayOrTomorrow() {
         inZone("CST-8") {
             #expect(LocalDay.next(hour: 21, minute: 30, after: 1_795_435_200_000) == 1_795_440_600_000, "20:00 → 21:30")
-            #expect(LocalDay.next(hour: 21, minute: 30, after: 1_795_442_400_000) == 1_795_527_000_000, "22:00 → tomorrow")
+            #expect(
+                LocalDay.next(hour: 21, minute: 30, after: 1_795_442_400_000) == 1_795_527_000_000, "22:00 → tomorrow")
             #expect(LocalDay.next(hour: 21, minute: 30, after: 1_795_440_600_000) == 1_795_527_000_000, "not twice")
         }
     }
@@ -127,9 +128,9 @@ import Testing
         var manifest = Self.zhManifest
         manifest.summary = nil
         #expect(manifest.problems().isEmpty, "optional")
-        #expect(throws: AnnounceError(.notFound, "the voice pack zh-test has no summary templates; it cannot say the day's total")) {
-            try Composer(manifest: manifest).compose(summary: DayTotals())
-        }
+        let composer = try Composer(manifest: manifest)
+        let error = #expect(throws: AnnounceError.self) { try composer.compose(summary: DayTotals()) }
+        #expect(error?.code == .notFound && error?.message.contains("has no summary templates") == true)
         manifest.summary = .init(payments: ["今日收款", "{amount}"], refunds: ["退款", "{count}", "{count}", "{amount}"],
                                  none: ["没有"])
         let problems = manifest.problems()
@@ -176,8 +177,8 @@ import Testing
             for percent in stride(from: 0, through: 100, by: 10) {
                 let raw = VolumeMapping.raw(normalized: Double(percent) / 100, scale: scale, roundUp: true)
                 let back = VolumeMapping.percent(ofRaw: raw, scale: scale)
-                #expect(back <= percent && VolumeMapping.raw(normalized: Double(back) / 100, scale: scale, roundUp: true) == raw,
-                        "\(percent) % is raw \(raw), read back as \(back) %")
+                let again = VolumeMapping.raw(normalized: Double(back) / 100, scale: scale, roundUp: true)
+                #expect(back <= percent && again == raw, "\(percent) % is raw \(raw), read back as \(back) %")
             }
         }
         let eighty = VolumeMapping.raw(normalized: 0.8, scale: softvol, roundUp: true)
@@ -202,7 +203,9 @@ import Testing
     @Test func readingDefaultsFillWhatTheRequestLeftOpen() throws {
         let defaults = ReadingDefaults(
             all: .init(style: .units), channels: ["alipay": .init(liang: true), "wechat": .init(style: .decimal)])
-        func resolved(_ channel: String, style: ReadingStyle? = nil, liang: Bool? = nil) throws -> (ReadingStyle?, Bool?) {
+        func resolved(
+            _ channel: String, style: ReadingStyle? = nil, liang: Bool? = nil
+        ) throws -> (ReadingStyle?, Bool?) {
             var request = JobRequest(
                 utterance: .payment(amount: try Amount(parsing: "2.00"), channel: channel, refund: false), style: style,
                 liang: liang, priority: .payment)

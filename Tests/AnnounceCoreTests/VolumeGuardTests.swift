@@ -262,11 +262,13 @@ struct VolumeGuardTests {
     @Test func theEverydayLevelIsWrittenAtOnceOutsideAnAlert() throws {
         let control = FakeVolumeControl(raw: [30, 30])
         let guarded = makeGuard(control)
-        let (level, _) = try guarded.changeEveryday { reading, _ in VolumeReading(raw: [70, 70], switches: reading.switches) }
+        let (level, _) = try guarded.changeEveryday { reading, _ in
+            VolumeReading(raw: [70, 70], switches: reading.switches)
+        }
         #expect(level.raw == [70, 70] && control.value.raw == [70, 70])
         #expect(try guarded.everydayLevel().level.reading.raw == [70, 70])
         #expect(try stateFile.entries().isEmpty, "nothing owed")
-        #expect(guarded.status().everydayPercent == [70, 70])
+        #expect(guarded.status().level == 70)
     }
 
     @Test func aLevelBelowTheThresholdSetDuringAnAlertComesBackAfterIt() throws {

@@ -74,7 +74,7 @@ import Testing
         // The missing path appears (udev makes the by-id folder, then the link): it is looked at at once — and is no
         // input device either, which is said; the problems said before are not said again.
         try FileManager.default.createDirectory(atPath: "\(directory)/by-id", withIntermediateDirectories: false)
-        FileManager.default.createFile(atPath: missing, contents: Data("not a device".utf8))
+        #expect(FileManager.default.createFile(atPath: missing, contents: Data("not a device".utf8)))
         #expect(await log.waitFor("input device cannot be used", "\(missing) is not an input event device"),
                 "the path that appeared was not looked at: \(log.text)")
         monitor.stop()
@@ -96,14 +96,15 @@ import Testing
         // The folder's creation makes the monitor watch it and then list it, so the node is seen either way: by the
         // listing if it was made before the watch, by the watch if after.
         let node = "\(directory)/event0"
-        FileManager.default.createFile(atPath: node, contents: Data())
+        #expect(FileManager.default.createFile(atPath: node, contents: Data()))
         #expect(await log.waitFor("input node skipped", node), "\(log.text)")
         monitor.stop()
         #expect(monitor.devices.isEmpty)
     }
 
     @Test func aNamedDeviceSpecAndPathsAreParsed() {
-        #expect(InputDeviceSpec(parsing: "/dev/input/by-id/usb-x-event-kbd") == .path("/dev/input/by-id/usb-x-event-kbd"))
+        let byID = "/dev/input/by-id/usb-x-event-kbd"
+        #expect(InputDeviceSpec(parsing: byID) == .path(byID))
         #expect(InputDeviceSpec(parsing: "name:USB Keypad") == .name("USB Keypad"))
         #expect(InputDeviceSpec(parsing: "name:") == nil)
         #expect(InputDeviceSpec(parsing: "event3") == nil)

@@ -31,9 +31,8 @@ import Testing
         while now <= end {
             while let event = pending.first, event.at <= now {
                 pending = pending.dropFirst()
-                for action in interpreter.handle(device: event.device, code: event.key, value: event.value, atMs: event.at) {
-                    actions.append((event.at, action))
-                }
+                let done = interpreter.handle(device: event.device, code: event.key, value: event.value, atMs: event.at)
+                for action in done { actions.append((event.at, action)) }
             }
             if let gone, !goneDone, gone.at <= now {
                 interpreter.deviceGone(gone.device)
@@ -46,7 +45,10 @@ import Testing
     }
 
     static func press(_ key: KeyCode, at: Int64, for duration: Int64, device: Int = 1) -> [Event] {
-        [Event(at: at, device: device, key: key, value: 1), Event(at: at + duration, device: device, key: key, value: 0)]
+        [
+            Event(at: at, device: device, key: key, value: 1),
+            Event(at: at + duration, device: device, key: key, value: 0),
+        ]
     }
 
     @Test func aVolumeKeyActsAtOnceWhenPressed() {
@@ -58,7 +60,9 @@ import Testing
     @Test func aHeldVolumeKeyRepeatsAtItsOwnPaceNotTheKernels() {
         // Held 2 s, with the kernel's auto-repeat (value 2) every 33 ms from 250 ms on, as a keyboard sends it.
         var events = [Event(at: 0, key: Self.down, value: 1)]
-        for time in stride(from: Int64(250), to: 2000, by: 33) { events.append(Event(at: time, key: Self.down, value: 2)) }
+        for time in stride(from: Int64(250), to: 2000, by: 33) {
+            events.append(Event(at: time, key: Self.down, value: 2))
+        }
         events.append(Event(at: 2000, key: Self.down, value: 0))
         let actions = Self.play(events, until: 3000)
         // The press, then after 600 ms one step every 300 ms while held: 600, 900, 1200, 1500, 1800.

@@ -35,7 +35,9 @@ struct PushReadingTests {
         ] {
             var tampered = chosen
             change(&tampered)
-            let error = #expect(throws: AnnounceError.self) { try verifier().verify(tampered.payload(), nowMs: Self.now) }
+            let error = #expect(throws: AnnounceError.self) {
+                try verifier().verify(tampered.payload(), nowMs: Self.now)
+            }
             #expect(error?.code == .badSignature, "\(tampered.canonical)")
         }
         var added = plain
@@ -61,7 +63,14 @@ struct PushReadingTests {
     }
 
     @Test func theListenersReadingConfigurationIsChecked() throws {
-        let base = "device = \"T1\"\n[broker]\nurl = \"mqtt://127.0.0.1\"\n[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n"
+        let base = """
+            device = "T1"
+            [broker]
+            url = "mqtt://127.0.0.1"
+            [keys]
+            k1 = "hex:00112233445566778899aabbccddeeff"
+
+            """
         let c = try PushConfiguration.parse(base + "[reading]\nstyle = \"units\"\nliang = true\n")
         #expect(c.reading == ReadingDefaults.Choice(style: .units, liang: true))
         #expect(c.verifier.reading == c.reading)

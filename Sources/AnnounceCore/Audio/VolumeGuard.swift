@@ -167,8 +167,8 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         let scale = try control.scale()
         let reading = try control.read()
         noticeSoftUnmute(reading, scale: scale)
-        if let pending, reading == pending.applied { return (EverydayLevel(reading: pending.original, mutedFrom: softMute), scale) }
-        return (EverydayLevel(reading: reading, mutedFrom: softMute), scale)
+        let owners = pending.flatMap { reading == $0.applied ? $0.original : nil } ?? reading
+        return (EverydayLevel(reading: owners, mutedFrom: softMute), scale)
     }
 
     /// Changes the owner's everyday level (the volume): `change` gets the level now and returns the new one.
@@ -263,24 +263,18 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         let mutedFrom = softMute
         if let lastError { status.lastError = ErrorInfo(lastError) }
         lock.unlock()
+        // The element's scale converts through its handle: everything is worked out under that handle's lock.
+        let (element, elementLock) = monitor.map { ($0, monitorLock) } ?? (control, lock)
+        elementLock.lock()
+        defer { elementLock.unlock() }
         do {
-            let reading: VolumeReading
-            let scale: VolumeScale
-            if let monitor {
-                monitorLock.lock()
-                defer { monitorLock.unlock() }
-                (reading, scale) = (try monitor.read(), try monitor.scale())
-            } else {
-                lock.lock()
-                defer { lock.unlock() }
-                (reading, scale) = (try control.read(), try control.scale())
-            }
+            let reading = try element.read()
+            let scale = try element.scale()
             status.raw = reading.raw
             status.muted = mutedFrom != nil ? true : reading.switches.map { $0.contains(false) }
             status.percent = reading.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
             let everyday = mutedFrom ?? (held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading).raw
             status.everydayRaw = everyday
-            status.everydayPercent = everyday.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
             status.level = everyday.min().map { VolumeMapping.percent(ofRaw: $0, scale: scale) }
             if let threshold, let raw = try? VolumeMapping.raw(for: threshold, scale: scale, element: "\(address)") {
                 status.thresholdRaw = raw
@@ -442,10 +436,9 @@ public struct VolumeStatus: Sendable, Equatable, Codable {
     /// The threshold on alsamixer's percent scale of this element (the same as `threshold` when given in percent).
     public var thresholdPercent: Double?
     /// The owner's everyday level per channel: what the element holds, or while an alert holds it raised, what goes
-    /// back after it (raw, and on alsamixer's scale).
+    /// back after it (raw); and as a whole percentage on alsamixer's scale (the quietest channel; a level set as N %
+    /// reads N %).
     public var everydayRaw: [Int]?
-    public var everydayPercent: [Double]?
-    /// The everyday level as a whole percentage (the quietest channel; a level set as N % reads N %).
     public var level: Int?
     public var mutePolicy: MutePolicy
     /// Whether the daemon holds the volume raised (or unmuted) now.

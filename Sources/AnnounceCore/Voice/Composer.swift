@@ -132,7 +132,9 @@ public struct Composer: Sendable {
     /// The day's total with the pack's summary templates: the payments part (or `none` when there were none),
     /// then the refunds part if there were refunds. Counts and sums are read by the pack's amount reader, sums
     /// in the reading style of `options` (or the reader's own).
-    public func compose(summary totals: DayTotals, options: ReadingOptions? = nil) throws(AnnounceError) -> Announcement {
+    public func compose(
+        summary totals: DayTotals, options: ReadingOptions? = nil
+    ) throws(AnnounceError) -> Announcement {
         guard let templates = manifest.summary else {
             throw AnnounceError(
                 .notFound, "the voice pack \(manifest.name) has no summary templates; it cannot say the day's total")

@@ -275,16 +275,29 @@ settled() {
 }
 # journal_count TEXT: lines of the daemon's journal (this boot) containing TEXT.
 journal_count() { journalctl -b -u announced.service --no-pager -o cat | grep -c -- "$1"; }
-# Every key action the reader passed on is done (its job queued), and the jobs have played.
-keys_done() {
-    (( $(journal_count "key action") == $(journal_count "key done") )) && settled
+# wait_slowly SECONDS COMMAND…: as wait_until, every 0.5 s — for checks that run journalctl, which costs the emulated
+# CPU enough to hold the daemon's audio thread up if it ran five times a second while an announcement plays.
+wait_slowly() {
+    local limit="$1"
+    shift
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        ((SECONDS >= deadline)) && return 1
+        sleep 0.5
+    done
 }
-# after_keys MORE: waits until MORE key actions beyond the count noted by note_keys came and are done.
-note_keys() { keys_noted=$(journal_count "key action"); }
-more_keys() { (( $(journal_count "key action") >= keys_noted + $1 )); }
+# Key actions since note_keys, from the journal after the cursor it noted (only the new lines are read).
+note_keys() {
+    keys_cursor=$(journalctl -u announced.service -n 1 --show-cursor --no-pager -o cat | sed -n 's/^-- cursor: //p')
+}
+new_count() { journalctl -u announced.service --after-cursor="$keys_cursor" --no-pager -o cat | grep -c -- "$1"; }
+more_keys() { (( $(new_count "key action") >= $1 )); }
+# Every key action the reader passed on since note_keys is done (its job queued), and the jobs have played.
+keys_done() { (( $(new_count "key action") == $(new_count "key done") )) && settled; }
+# after_keys MORE: waits until MORE key actions came since note_keys and are done.
 after_keys() {
-    wait_until 30 more_keys "$1" || echo "   fewer than $1 key actions"
-    wait_until 90 keys_done || echo "   key actions not done"
+    wait_slowly 30 more_keys "$1" || echo "   fewer than $1 key actions"
+    wait_slowly 90 keys_done || echo "   key actions not done"
 }
 # key NODE CODE VALUE: one key event on the virtual keypad, as the kernel would get it from a USB keypad.
 key() { evemu-event "$1" --type EV_KEY --code "$2" --value "$3" --sync; }
@@ -320,9 +333,9 @@ step_keys() {
     fact keypad_node "$node"
     fact mouse_node "$mouse"
     opened() { (( $(journal_count "input device opened") >= $1 )); }
-    wait_until 30 opened 1 || echo "   the keypad was not opened"
+    wait_slowly 30 opened 1 || echo "   the keypad was not opened"
     refused() { (( $(journal_count "has none of the configured keys") >= 1 )); }
-    wait_until 30 refused || echo "   the mouse was not refused"
+    wait_slowly 30 refused || echo "   the mouse was not refused"
 
     # An everyday level of 70 %, then volume up: 80 %, and 音量八 heard.
     record level_70 announce-ctl volume --level 70
@@ -336,13 +349,13 @@ step_keys() {
     mixer master_up Master
     record volume_up announce-ctl volume
 
-    # Held down for two seconds: a step at once, then one every repeat_interval — not the kernel's 30 a second.
+    # Held down for 1.4 s: a step at once, then one every repeat_interval — not the kernel's 30 a second.
     note_keys
     key "$node" KEY_VOLUMEDOWN 1
-    sleep 2  # the owner holding the key down: this is the input, not a wait for the daemon
+    sleep 1.4  # the owner holding the key down: this is the input, not a wait for the daemon
     key "$node" KEY_VOLUMEDOWN 0
     after_keys 1
-    fact held_steps "$(( $(journal_count "key action") - keys_noted ))"
+    fact held_steps "$(new_count "key action")"
     mixer master_held Master
     record volume_held announce-ctl volume
 
@@ -373,10 +386,10 @@ step_keys() {
     # Unplugged, and plugged in again (a new device node): used again at once.
     kill "$(cat "$FACTS/$step/keypad.pid")"
     gone() { (( $(journal_count "input device gone") >= 1 )); }
-    wait_until 30 gone || echo "   the unplugged keypad was not noticed"
+    wait_slowly 30 gone || echo "   the unplugged keypad was not noticed"
     node=$(keypad keypad2 "$SRC/scripts/vm/guest/keypad.evemu")
     fact keypad2_node "$node"
-    wait_until 30 opened 2 || echo "   the keypad plugged in again was not opened"
+    wait_slowly 30 opened 2 || echo "   the keypad plugged in again was not opened"
     mixer master_before_replug Master
     note_keys
     tap "$node" KEY_VOLUMEUP
@@ -403,7 +416,7 @@ step_today() {
     key "$node" KEY_PLAYPAUSE 0
     after_keys 1
     capture_stop
-    fact actions "$(( $(journal_count "key action") - keys_noted ))"
+    fact actions "$(new_count "key action")"
     record history announce-ctl history --json -n 3
     record today_printed announce-ctl today
     # For the steps after: the everyday level back to full, the keypads unplugged.
