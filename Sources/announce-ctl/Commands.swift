@@ -289,7 +289,10 @@ struct Volume: ParsableCommand {
             var parts = ["device \(audio.device)"]
             if let mixer = audio.mixer { parts.append("mixer \(mixer)") }
             if let level = audio.level { parts.append("level \(level)%\(audio.muted == true ? " [muted]" : "")") }
-            if let volume = audio.volume, volume != audio.level { parts.append("now \(volume)% (raised for an alert)") }
+            // Above the level: an alert holds it raised (a muted speaker without a switch sits at its minimum).
+            if let volume = audio.volume, let level = audio.level, volume > level {
+                parts.append("now \(volume)% (raised for an alert)")
+            }
             parts.append(
                 "threshold " + (audio.threshold.map { "\($0)%" } ?? "none")
                     + (audio.thresholdSource.map { " (\($0))" } ?? ""))
