@@ -169,7 +169,9 @@ let package = Package(
             path: "Tests/Support"
         ),
         .testTarget(name: "AnnounceCoreTests", dependencies: ["AnnounceCore"]),
-        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
+        .testTarget(
+            name: "AnnounceJournalTests",
+            dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "AnnounceInputTests",
             dependencies: ["AnnounceInput", "CInput", .product(name: "Logging", package: "swift-log")]

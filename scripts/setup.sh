@@ -36,6 +36,7 @@ PACKAGES=(
     libmosquitto-dev    # CMosquitto: the push listener's MQTT client (announce-push)
     mosquitto           # the MQTT broker the push tests start on loopback
     openssl             # test certificates for the push listener's TLS test; HMAC cross-check
+    socat               # the documented `echo … | socat` client, tested against the daemon (half-closed requests)
 )
 
 need=()

@@ -80,7 +80,16 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
         }
     }
 
-    public func waitUntilPlayed(interrupt: () -> Bool) throws(AnnounceError) -> Bool {
+    public func pendingFrames() throws(AnnounceError) -> Int {
+        guard let pcm else { return 0 }
+        do {
+            return try pcm.pendingFrames()
+        } catch {
+            throw error.announceError(.audioDevice, "ALSA PCM \"\(device)\" failed while playing out")
+        }
+    }
+
+    public func waitUntilPlayed(interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool {
         guard let pcm else { return true }
         do {
             return try pcm.waitUntilPlayed(interrupt: interrupt)

@@ -272,48 +272,59 @@ final class PCMDevice {
         return offset
     }
 
+    /// Frames written and not yet played (`snd_pcm_delay`: through a sound server this includes what the server
+    /// still holds). 0 when the stream is not running: after an underrun everything written was played.
+    func pendingFrames() throws(AlsaError) -> Int {
+        while true {
+            switch snd_pcm_state(handle) {
+            case SND_PCM_STATE_RUNNING, SND_PCM_STATE_DRAINING, SND_PCM_STATE_PREPARED:
+                var delay: snd_pcm_sframes_t = 0
+                let result = snd_pcm_delay(handle, &delay)
+                if result < 0 {
+                    if PCMErrorKind(code: result) == .underrun { return 0 }
+                    try recover(result, "snd_pcm_delay")
+                    continue
+                }
+                return max(0, Int(delay))
+            case SND_PCM_STATE_SUSPENDED:
+                try recover(-ESTRPIPE, "snd_pcm_state")
+            case SND_PCM_STATE_DISCONNECTED:
+                throw AlsaError(function: "snd_pcm_state (disconnected)", code: -ENODEV)
+            default:
+                // XRUN (ran dry: everything was played), SETUP, OPEN.
+                return 0
+            }
+        }
+    }
+
     /// Waits until what was written has been played. Returns false, leaving the rest playing, as soon as
-    /// `interrupt` says so (checked at least once per period and on every wake-up).
-    func waitUntilPlayed(interrupt: () -> Bool) throws(AlsaError) -> Bool {
+    /// `interrupt` (given the frames still pending) says so — checked at least once per period and on every
+    /// wake-up.
+    func waitUntilPlayed(interrupt: (Int) -> Bool) throws(AlsaError) -> Bool {
         // A device whose queue stops shrinking is stuck; give up on it like a write that makes no progress.
         let patienceNanos = UInt64(2_000 + parameters.milliseconds(parameters.bufferFrames)) * 1_000_000
         var lastDelay = Int.max
         var lastProgress = Monotonic.nanos
         while true {
-            if interrupt() { return false }
-            switch snd_pcm_state(handle) {
-            case SND_PCM_STATE_RUNNING, SND_PCM_STATE_DRAINING:
-                break
-            case SND_PCM_STATE_PREPARED:
+            if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
                 // Less than the start threshold was written (a very short sound): start it now.
                 var queued: snd_pcm_sframes_t = 0
-                guard snd_pcm_delay(handle, &queued) == 0, queued > 0 else { return true }
-                try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
-            case SND_PCM_STATE_SUSPENDED:
-                try recover(-ESTRPIPE, "snd_pcm_state")
-                continue
-            case SND_PCM_STATE_DISCONNECTED:
-                throw AlsaError(function: "snd_pcm_state (disconnected)", code: -ENODEV)
-            default:
-                // XRUN (ran dry: everything was played), SETUP, OPEN.
-                return true
+                if snd_pcm_delay(handle, &queued) == 0, queued > 0 {
+                    try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
+                }
             }
-            var delay: snd_pcm_sframes_t = 0
-            let result = snd_pcm_delay(handle, &delay)
-            if result < 0 {
-                if PCMErrorKind(code: result) == .underrun { return true }
-                try recover(result, "snd_pcm_delay")
-                continue
-            }
+            let delay = try pendingFrames()
+            if interrupt(delay) { return false }
             if delay <= 0 { return true }
             let now = Monotonic.nanos
-            if Int(delay) < lastDelay {
-                lastDelay = Int(delay)
+            if delay < lastDelay {
+                lastDelay = delay
                 lastProgress = now
             } else if now - lastProgress > patienceNanos {
                 throw AlsaError(function: "snd_pcm_delay (stuck at \(delay) frames)", code: -ETIMEDOUT)
             }
-            wake.wait(milliseconds: min(parameters.milliseconds(Int(delay)), parameters.milliseconds(parameters.periodFrames)) + 1)
+            wake.wait(
+                milliseconds: min(parameters.milliseconds(delay), parameters.milliseconds(parameters.periodFrames)) + 1)
         }
     }
 

@@ -36,6 +36,8 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
     public var finishedMs: Double?
     public var errorCode: String?
     public var errorMessage: String?
+    /// Times playback began (see `Journal.Change.started`).
+    public var attempts: Int = 0
 
     public init(
         priority: JobPriority, utterance: Utterance, lang: String?, style: ReadingStyle?, liang: Bool?,
@@ -85,17 +87,62 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
             replayOf: replayOf.map(UInt64.init), acceptedAt: WallClock.iso8601(ms: acceptedAt),
             startedAt: startedAt.map(WallClock.iso8601(ms:)), finishedAt: finishedAt.map(WallClock.iso8601(ms:)),
             ttl: ttlMs.map { Double($0) / 1000 }, firstSampleMs: firstSampleMs, finishedMs: finishedMs,
-            error: errorCode.map { ErrorInfo(code: $0, message: errorMessage ?? "") })
+            error: errorCode.map { ErrorInfo(code: $0, message: errorMessage ?? "") },
+            attempts: attempts > 0 ? attempts : nil)
     }
 }
 
-/// One remembered order id (table `dedup`).
+/// One remembered order id (table `dedup`), of one kind of job: payments, prompts and texts each have their own
+/// order ids (``DedupWindow/Kind``).
 struct DedupRecord: Codable, FetchableRecord, PersistableRecord {
     static let databaseTableName = "dedup"
     static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
     static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
 
+    var kind: String
     var orderId: String
     var jobId: Int64
     var acceptedAt: Int64
+
+    /// The order id of a job just inserted (nil if it has none).
+    init?(_ record: JobRecord) {
+        guard let order = record.orderId, let id = record.id else { return nil }
+        kind = record.dedupKind.rawValue
+        orderId = order
+        jobId = id
+        acceptedAt = record.acceptedAt
+    }
+
+    var entry: DedupWindow.Entry {
+        DedupWindow.Entry(
+            order: orderId, kind: DedupWindow.Kind(rawValue: kind) ?? .payment, jobID: UInt64(jobId),
+            acceptedAtMs: acceptedAt)
+    }
+
+    /// Schema v2: the kind joins the order id in the key. Rows from v1 get the kind of the job they point to (a
+    /// payment if that job is gone: it keeps blocking what it blocked).
+    static func separateKinds(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE dedup_v2 (
+                    kind TEXT NOT NULL, order_id TEXT NOT NULL, job_id INTEGER NOT NULL, accepted_at INTEGER NOT NULL,
+                    PRIMARY KEY (kind, order_id));
+                INSERT INTO dedup_v2 (kind, order_id, job_id, accepted_at)
+                    SELECT CASE WHEN job.id IS NULL OR job.amount IS NOT NULL THEN 'payment'
+                                WHEN job.prompt IS NOT NULL THEN 'prompt' ELSE 'text' END,
+                           dedup.order_id, dedup.job_id, dedup.accepted_at
+                    FROM dedup LEFT JOIN job ON job.id = dedup.job_id;
+                DROP TABLE dedup;
+                ALTER TABLE dedup_v2 RENAME TO dedup;
+                CREATE INDEX dedup_accepted_at ON dedup (accepted_at);
+                """)
+    }
+}
+
+extension JobRecord {
+    /// The space of order ids this job's order id belongs to.
+    var dedupKind: DedupWindow.Kind {
+        if amount != nil { return .payment }
+        return prompt != nil ? .prompt : .text
+    }
 }

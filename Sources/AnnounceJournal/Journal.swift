@@ -11,22 +11,31 @@ import Glibc
 /// order ids of the de-duplication window, and a few settings.
 ///
 /// Durability: WAL journal mode with `synchronous = FULL`, so a transaction that returned is on disk (the WAL
-/// is fsynced at every commit) and survives a crash or a power loss. Acceptances (`insert`) are synchronous:
-/// the daemon replies "accepted" only after the commit. Progress (`markStarted`, `finish`) is written in the
-/// background, in order, on GRDB's serial writer; `flush()` waits for it.
+/// is fsynced at every commit) and survives a crash or a power loss. Every write here is synchronous; the
+/// daemon's `JobLifecycle` decides what is written when, in order, retrying what failed.
+///
+/// A full disk: the journal keeps a small reserve file (`<path>.reserve`) it gives up when a write fails for
+/// lack of space, so that the outcomes of jobs already accepted can still be recorded; while the reserve is
+/// spent, new jobs are refused (`insert` throws) until space is back and the reserve could be made again.
 ///
 /// One daemon per journal: `open` takes an exclusive `flock` on `<path>.lock` and refuses if another process
 /// holds it (the kernel releases it when the holder dies, even by SIGKILL).
 public final class Journal: Sendable {
     public let path: String
+    /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
+    public let recoveredFromCorruption: String?
     private let pool: DatabasePool
     private let lockDescriptor: Int32
-    /// Progress writes waiting for the writer (see `record`).
-    private let progress = Mutex<[Progress]>([])
+    /// The reserve file's path, and whether the reserve is in place (false: spent on a full disk).
+    private let reservePath: String
+    private let reserveHeld = Mutex(false)
+    /// Bytes kept in reserve: room for the outcomes of a few hundred jobs.
+    public static let reserveBytes = 256 * 1024
 
     /// Opens (creating if needed) the journal at `path` and brings its schema up to date.
     public init(path: String) throws(AnnounceError) {
         self.path = path
+        self.reservePath = path + ".reserve"
         let directory = (path as NSString).deletingLastPathComponent
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -47,16 +56,24 @@ public final class Journal: Sendable {
         var configuration = Configuration()
         configuration.label = "announce.journal"
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-            // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
-            // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
-            // process, not of the machine).
-            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            try Self.migrator.migrate(pool)
+            // A damaged file is moved aside and an empty journal started (JournalCorruption.swift).
+            (pool, recoveredFromCorruption) = try Self.openingAsideIfCorrupt(path: path) {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
+                // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
+                // process, not of the machine).
+                try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+                try Self.migrator.migrate(pool)
+                return pool
+            }
+        } catch let error as AnnounceError {
+            close(lockDescriptor)
+            throw error
         } catch {
             close(lockDescriptor)
             throw AnnounceError(.journal, "cannot open the journal \(path)", cause: "\(error)")
         }
+        _ = ensureReserve()
     }
 
     deinit {
@@ -106,6 +123,12 @@ public final class Journal: Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v2: order ids per kind of job") { db in try DedupRecord.separateKinds(db) }
+        migrator.registerMigration("v2-attempts") { db in
+            // How many times playback of the job began: more than one means it was played again from its start
+            // (after a device failure, or because the daemon stopped before its end was heard).
+            try db.alter(table: "job") { t in t.add(column: "attempts", .integer).notNull().defaults(to: 0) }
+        }
         return migrator
     }
 
@@ -118,13 +141,17 @@ public final class Journal: Sendable {
     /// Records an accepted job — and, if it has an order id, remembers the order for de-duplication — in one
     /// transaction that is on disk when this returns. Returns the record with its new id.
     public func insert(_ record: JobRecord) throws(AnnounceError) -> JobRecord {
+        guard ensureReserve() else {
+            throw AnnounceError(
+                .journal,
+                "the disk holding the journal \(path) is full: nothing new is accepted until space is freed "
+                    + "(the jobs already accepted are still recorded)")
+        }
         do {
             return try pool.write { db in
                 var record = record
                 try record.insert(db)
-                if let order = record.orderId, let id = record.id {
-                    try DedupRecord(orderId: order, jobId: id, acceptedAt: record.acceptedAt).upsert(db)
-                }
+                try DedupRecord(record)?.upsert(db)
                 return record
             }
         } catch {
@@ -132,16 +159,10 @@ public final class Journal: Sendable {
         }
     }
 
-    // MARK: Progress (background, in order)
+    // MARK: Progress
 
-    /// Records that a job started playing. In the background: a crash before this commit only means the job is
-    /// spoken again from its start after the restart (at most a few milliseconds of it were heard).
-    public func markStarted(_ id: UInt64, atMs: Int64) {
-        record(.started(id: id, atMs: atMs))
-    }
-
-    /// The outcome of a job, for ``finish(_:completion:)``.
-    public struct Outcome: Sendable {
+    /// The outcome of a job.
+    public struct Outcome: Sendable, Equatable {
         public var id: UInt64
         public var state: JobState
         public var atMs: Int64
@@ -162,56 +183,50 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Records how a job ended, in the background and in order; `completion` runs once it is committed (or
-    /// failed to commit, with the error).
-    public func finish(_ outcome: Outcome, completion: @escaping @Sendable ((any Error)?) -> Void = { _ in }) {
-        record(.finished(outcome, completion: completion))
-    }
+    /// One step of a job's life after its acceptance.
+    public enum Change: Sendable, Equatable {
+        /// Playback began (`attempt` 1, or again from its start).
+        case started(id: UInt64, atMs: Int64, attempt: Int)
+        /// Its final state. Never overwrites a final state already recorded.
+        case finished(Outcome)
 
-    private enum Progress: Sendable {
-        case started(id: UInt64, atMs: Int64)
-        case finished(Outcome, completion: @Sendable ((any Error)?) -> Void)
-    }
-
-    /// Queues a progress write. Writes queued while an earlier batch waits for GRDB's writer go in one
-    /// transaction (one fsync for a burst, not one per write), still in order and after every acceptance
-    /// committed before them.
-    private func record(_ item: Progress) {
-        let first = progress.withLock { items in
-            items.append(item)
-            return items.count == 1
-        }
-        guard first else { return }
-        pool.asyncWriteWithoutTransaction { db in
-            let batch = self.progress.withLock { items in
-                defer { items.removeAll() }
-                return items
+        public var id: UInt64 {
+            switch self {
+            case let .started(id, _, _): id
+            case let .finished(outcome): outcome.id
             }
-            var failure: (any Error)?
-            do {
-                try db.inTransaction {
-                    for item in batch { try Self.apply(item, db) }
-                    return .commit
-                }
-            } catch {
-                failure = error
-            }
-            for case .finished(_, let completion) in batch { completion(failure) }
         }
     }
 
-    private static func apply(_ item: Progress, _ db: Database) throws {
-        switch item {
-        case let .started(id, atMs):
+    /// Records changes in one transaction, on disk when this returns. On a full disk the reserve is given up and
+    /// the write tried once more, so that what was accepted can still be recorded.
+    public func record(_ changes: [Change]) throws(AnnounceError) {
+        guard !changes.isEmpty else { return }
+        try writeUsingReserve("record the jobs' progress") { db in
+            for change in changes { try Self.apply(change, db) }
+        }
+    }
+
+    /// Records several outcomes in one transaction (cancel, recovery).
+    public func finishNow(_ outcomes: [Outcome]) throws(AnnounceError) {
+        try record(outcomes.map(Change.finished))
+    }
+
+    private static func apply(_ change: Change, _ db: Database) throws {
+        switch change {
+        case let .started(id, atMs, attempt):
             try db.execute(
-                sql: "UPDATE job SET state = 'playing', started_at = ? WHERE id = ? AND state = 'queued'",
-                arguments: [atMs, Int64(id)])
-        case let .finished(outcome, _):
+                sql: """
+                    UPDATE job SET state = 'playing', started_at = COALESCE(started_at, ?), attempts = ?
+                    WHERE id = ? AND state IN ('queued', 'playing')
+                    """,
+                arguments: [atMs, attempt, Int64(id)])
+        case let .finished(outcome):
             try db.execute(
                 sql: """
                     UPDATE job SET state = ?, finished_at = ?, first_sample_ms = ?, finished_ms = ?,
                         error_code = ?, error_message = ?, started_at = COALESCE(started_at, ?)
-                    WHERE id = ?
+                    WHERE id = ? AND state IN ('queued', 'playing')
                     """,
                 arguments: [
                     outcome.state.rawValue, outcome.atMs, outcome.firstSampleMs, outcome.finishedMs,
@@ -221,63 +236,81 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Records several outcomes in one synchronous transaction (cancel, shutdown, recovery).
-    public func finishNow(_ outcomes: [Outcome]) throws(AnnounceError) {
-        guard !outcomes.isEmpty else { return }
-        do {
-            try pool.write { db in
-                for outcome in outcomes {
-                    try db.execute(
-                        sql: """
-                            UPDATE job SET state = ?, finished_at = ?, error_code = ?, error_message = ?
-                            WHERE id = ? AND state IN ('queued', 'playing')
-                            """,
-                        arguments: [
-                            outcome.state.rawValue, outcome.atMs, outcome.error?.code.rawValue,
-                            outcome.error?.message, Int64(outcome.id),
-                        ])
-                }
+    // MARK: Full disk
+
+    /// Whether the reserve is in place (false: it was spent on a full disk and could not be made again yet).
+    public var hasReserve: Bool { reserveHeld.withLock { $0 } }
+
+    /// Makes the reserve file if it is not there; false if the disk has no room for it.
+    @discardableResult
+    public func ensureReserve() -> Bool {
+        reserveHeld.withLock { held in
+            if held { return true }
+            let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var stats = stat()
+            if fstat(fd, &stats) == 0, Int(stats.st_size) >= Self.reserveBytes {
+                held = true
+                return true
             }
-        } catch {
-            throw failure("record the outcome", error)
+            // Real blocks, not a sparse file: posix_fallocate fails with ENOSPC when there is no room.
+            guard posix_fallocate(fd, 0, off_t(Self.reserveBytes)) == 0, fsync(fd) == 0 else {
+                _ = ftruncate(fd, 0)
+                unlink(reservePath)
+                return false
+            }
+            held = true
+            return true
         }
     }
 
-    /// Waits until every background write issued so far is committed.
-    public func flush() {
-        _ = try? pool.write { _ in }
+    /// Gives the reserve's space back to the file system; false if there was none to give.
+    private func releaseReserve() -> Bool {
+        reserveHeld.withLock { held in
+            guard held else { return false }
+            held = false
+            return unlink(reservePath) == 0
+        }
+    }
+
+    /// A write; if it fails for lack of space, the reserve is released and it is tried once more.
+    private func writeUsingReserve(
+        _ what: String, _ body: @escaping @Sendable (Database) throws -> Void
+    ) throws(AnnounceError) {
+        do {
+            try pool.write { db in try body(db) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && releaseReserve() {
+            do {
+                try pool.write { db in try body(db) }
+            } catch {
+                throw failure(what, error)
+            }
+        } catch {
+            throw failure(what, error)
+        }
     }
 
     // MARK: Recovery
 
     /// What a start finds in the journal.
     public struct Recovery: Sendable {
-        /// Accepted, never started: to be spoken now (subject to their ttl), oldest first.
+        /// Accepted and not heard in full: to be spoken now (subject to their ttl), oldest first. Those that
+        /// had begun playing (`attempts` > 0) are spoken again from their start.
         public var pending: [JobRecord]
-        /// Were playing when the previous daemon died: now recorded `failed` with code `interrupted`.
-        public var interrupted: [JobRecord]
+        /// How many of them had begun playing when the previous daemon stopped.
+        public var interrupted: Int
     }
 
-    /// Finds the jobs the previous daemon left unfinished. Those that were playing are recorded `failed`/
-    /// `interrupted` and not spoken again: a job is spoken at most once (see docs/protocol.md, "Durability").
+    /// Finds the jobs the previous daemon left unfinished: a job counts as heard only once its end is recorded,
+    /// so every one not recorded as finished — waiting, or cut off while playing — is spoken again, in full
+    /// (see docs/protocol.md, "Durability").
     public func recover(nowMs: Int64) throws(AnnounceError) -> Recovery {
         do {
-            return try pool.write { db in
-                let interrupted = try JobRecord.filter(Column("state") == JobState.playing.rawValue)
+            return try pool.read { db in
+                let pending = try JobRecord.filter(["queued", "playing"].contains(Column("state")))
                     .order(Column("id")).fetchAll(db)
-                let error = AnnounceError(
-                    .interrupted, "the daemon stopped while this announcement was playing; not spoken again")
-                for record in interrupted {
-                    try db.execute(
-                        sql: """
-                            UPDATE job SET state = 'failed', finished_at = ?, error_code = ?, error_message = ?
-                            WHERE id = ?
-                            """,
-                        arguments: [nowMs, error.code.rawValue, error.message, record.id])
-                }
-                let pending = try JobRecord.filter(Column("state") == JobState.queued.rawValue)
-                    .order(Column("id")).fetchAll(db)
-                return Recovery(pending: pending, interrupted: interrupted)
+                return Recovery(pending: pending, interrupted: pending.filter { $0.state == "playing" }.count)
             }
         } catch {
             throw failure("be read at start", error)
@@ -289,7 +322,7 @@ public final class Journal: Sendable {
         do {
             return try pool.read { db in
                 try DedupRecord.filter(Column("accepted_at") >= sinceMs).order(Column("accepted_at")).fetchAll(db)
-                    .map { DedupWindow.Entry(order: $0.orderId, jobID: UInt64($0.jobId), acceptedAtMs: $0.acceptedAt) }
+                    .map(\.entry)
             }
         } catch {
             throw failure("read the de-duplication window", error)

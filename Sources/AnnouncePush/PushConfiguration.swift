@@ -55,6 +55,26 @@ public struct PushConfiguration: Sendable {
 
     public static let defaultPath = "/etc/announce/push.toml"
 
+    /// The range of every duration setting, by key (docs/push.md gives the same). Checked as the file is read,
+    /// before a duration becomes an integer (milliseconds, keepalive seconds) or a sleep.
+    public static let durationRanges: [String: ClosedRange<Double>] = [
+        "broker.keepalive": 5...3600,
+        "broker.connect_timeout": 0.001...3600,
+        "broker.reconnect_min": 0.001...3600,
+        "broker.reconnect_max": 0.001...3600,
+        "daemon.hold": 0.001...3600,
+        "daemon.timeout": 0.001...3600,
+        "security.max_age": 0.001...7 * 86_400,
+        "security.max_future": 0...86_400,
+        "prompts.lost_after": 0...86_400,
+        "prompts.min_interval": 0...86_400,
+    ]
+
+    static func durationRange(_ name: String) -> ClosedRange<Double> {
+        guard let range = durationRanges[name] else { preconditionFailure("no duration setting \(name)") }
+        return range
+    }
+
     public var verifier: PushVerifier {
         PushVerifier(
             device: device, keyring: keyring, maximumAgeMs: Int64(maximumAgeSeconds * 1000),
@@ -189,21 +209,14 @@ public struct PushConfiguration: Sendable {
                     } else {
                         c.topics = topics
                     }
-                case "keepalive":
-                    if let seconds = duration(broker, key, name) {
-                        if (5...3600).contains(seconds) {
-                            c.keepaliveSeconds = Int(seconds)
-                        } else {
-                            problem(name, "must be between 5 s and 1 h")
-                        }
-                    }
+                case "keepalive": if let seconds = duration(broker, key, name) { c.keepaliveSeconds = Int(seconds) }
                 case "clean_session": if let flag = bool(broker, key, name) { c.cleanSession = flag }
                 case "connect_timeout":
-                    if let seconds = positive(broker, key, name) { c.connectTimeoutSeconds = seconds }
+                    if let seconds = duration(broker, key, name) { c.connectTimeoutSeconds = seconds }
                 case "reconnect_min":
-                    if let seconds = positive(broker, key, name) { c.reconnect.initialSeconds = seconds }
+                    if let seconds = duration(broker, key, name) { c.reconnect.initialSeconds = seconds }
                 case "reconnect_max":
-                    if let seconds = positive(broker, key, name) { c.reconnect.maximumSeconds = seconds }
+                    if let seconds = duration(broker, key, name) { c.reconnect.maximumSeconds = seconds }
                 case "tls":
                     guard let tls = broker[key]?.table else {
                         problem(name, "must be a table ([broker.tls])")
@@ -239,8 +252,8 @@ public struct PushConfiguration: Sendable {
             for key in daemon.keys {
                 let name = "daemon.\(key)"
                 switch key {
-                case "hold": if let seconds = positive(daemon, key, name) { c.holdSeconds = seconds }
-                case "timeout": if let seconds = positive(daemon, key, name) { c.daemonTimeoutSeconds = seconds }
+                case "hold": if let seconds = duration(daemon, key, name) { c.holdSeconds = seconds }
+                case "timeout": if let seconds = duration(daemon, key, name) { c.daemonTimeoutSeconds = seconds }
                 default: problem(name, "unknown key")
                 }
             }
@@ -250,7 +263,7 @@ public struct PushConfiguration: Sendable {
             for key in security.keys {
                 let name = "security.\(key)"
                 switch key {
-                case "max_age": if let seconds = positive(security, key, name) { c.maximumAgeSeconds = seconds }
+                case "max_age": if let seconds = duration(security, key, name) { c.maximumAgeSeconds = seconds }
                 case "max_future": if let seconds = duration(security, key, name) { c.maximumFutureSeconds = seconds }
                 case "currencies":
                     let list = security[key]?.array?.compactMap { $0.string } ?? []
@@ -331,38 +344,27 @@ public struct PushConfiguration: Sendable {
             return flag
         }
 
-        /// Seconds as a number, or a string with a unit: "500ms", "90s", "10m", "24h".
+        /// The duration setting `name` (`"security.max_age"`): seconds as a number, or a string with a unit
+        /// ("500ms", "90s", "10m", "24h"), within its range (``PushConfiguration/durationRanges``).
         mutating func duration(_ table: TOMLTable, _ key: String, _ name: String) -> Double? {
             guard let value = table[key] else { return nil }
-            let seconds: Double? =
-                if let number = value.int { Double(number) } else if let number = value.double {
-                    number
-                } else if let text = value.string {
-                    Self.parseSeconds(text)
-                } else { nil }
-            guard let seconds, seconds >= 0, seconds.isFinite else {
+            let written: Duration.Written
+            if let number = value.int {
+                written = .seconds(Double(number))
+            } else if let number = value.double {
+                written = .seconds(number)
+            } else if let text = value.string {
+                written = .text(text)
+            } else {
                 problem(name, "must be a duration: seconds, or a string such as \"500ms\", \"90s\", \"10m\"")
                 return nil
             }
-            return seconds
-        }
-
-        mutating func positive(_ table: TOMLTable, _ key: String, _ name: String) -> Double? {
-            guard let seconds = duration(table, key, name) else { return nil }
-            guard seconds > 0 else {
-                problem(name, "must be more than 0")
+            do {
+                return try Duration.seconds(written, within: PushConfiguration.durationRange(name))
+            } catch {
+                problem(name, error.description)
                 return nil
             }
-            return seconds
-        }
-
-        static func parseSeconds(_ text: String) -> Double? {
-            let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-            for (suffix, scale) in units where text.hasSuffix(suffix) {
-                guard let number = Double(text.dropLast(suffix.count)) else { continue }
-                return number * scale
-            }
-            return nil
         }
 
         func file(_ path: String) -> String {

@@ -145,15 +145,15 @@ public final class PushListener: Sendable {
             return false
         }
 
-        /// Warns about a daemon that would refuse every payment (no `control` access for this user) or forget order
+        /// Warns about a daemon that would refuse every payment (no `submit` access for this user) or forget order
         /// ids sooner than this listener accepts old messages (a replay inside max_age would be spoken again).
         func checkDaemon() {
             guard let status = listener.daemon.status() else { return }
-            if let peer = status.peer, peer.access != .control {
+            if let peer = status.peer, peer.access < .submit {
                 logger.error(
                     """
                     the daemon does not let this user speak; payments stay with the broker until it does \
-                    (announced.toml: [access] control_users = ["<this user>"])
+                    (announced.toml: [access] submit_users = ["<this user>"])
                     """,
                     metadata: ["uid": "\(peer.uid)", "access": "\(peer.access.rawValue)"])
             }

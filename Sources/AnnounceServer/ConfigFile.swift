@@ -90,11 +90,11 @@ public enum ConfigFile {
         mutating func queue(_ key: String, _ value: any TOMLValueConvertible) {
             switch key {
             case "capacity": int(key, value) { $0.queueCapacity = $1 }
-            case "payment_ttl": duration(key, value) { $0.paymentTTLSeconds = $1 }
-            case "urgent_ttl": duration(key, value) { $0.urgentTTLSeconds = $1 }
-            case "status_ttl": duration(key, value) { $0.statusTTLSeconds = $1 }
-            case "dedup_window": duration(key, value) { $0.dedupWindowSeconds = $1 }
-            case "history_retention": duration(key, value) { $0.historyRetentionSeconds = $1 }
+            case "payment_ttl": duration("queue.\(key)", value) { $0.paymentTTLSeconds = $1 }
+            case "urgent_ttl": duration("queue.\(key)", value) { $0.urgentTTLSeconds = $1 }
+            case "status_ttl": duration("queue.\(key)", value) { $0.statusTTLSeconds = $1 }
+            case "dedup_window": duration("queue.\(key)", value) { $0.dedupWindowSeconds = $1 }
+            case "history_retention": duration("queue.\(key)", value) { $0.historyRetentionSeconds = $1 }
             default: problem("queue.\(key)", "unknown key")
             }
         }
@@ -106,7 +106,7 @@ public enum ConfigFile {
             case "lead_in_ms": int(key, value) { $0.leadInMs = $1 }
             case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
             case "volume_threshold": threshold(key, value)
-            case "stall_limit": duration(key, value) { $0.audioStallLimitSeconds = $1 }
+            case "stall_limit": duration("audio.\(key)", value) { $0.audioStallLimitSeconds = $1 }
             case "mixer":
                 if value.string == "none" {
                     configuration.audio.mixer = nil
@@ -135,8 +135,10 @@ public enum ConfigFile {
                 }
             case "duck_ramp_ms": int(key, value) { $0.audio.duckRampMs = $1 }
             case "thread_nice": int(key, value) { $0.audio.threadNice = $1 }
-            case "device_retry_max": duration(key, value) { $0.audio.recovery.maximumBackoffMs = Int($1 * 1000) }
-            case "device_give_up": duration(key, value) { $0.audio.recovery.giveUpAfterMs = Int($1 * 1000) }
+            case "device_retry_max":
+                duration("audio.\(key)", value) { $0.audio.recovery.maximumBackoffMs = Int(($1 * 1000).rounded()) }
+            case "device_give_up":
+                duration("audio.\(key)", value) { $0.audio.recovery.giveUpAfterMs = Int(($1 * 1000).rounded()) }
             default: problem("audio.\(key)", "unknown key")
             }
         }
@@ -145,6 +147,8 @@ public enum ConfigFile {
             switch key {
             case "control_users": names(key, value) { $0.controlUsers = $1 }
             case "control_groups": names(key, value) { $0.controlGroups = $1 }
+            case "submit_users": names(key, value) { $0.submitUsers = $1 }
+            case "submit_groups": names(key, value) { $0.submitGroups = $1 }
             case "read_users": names(key, value) { $0.readUsers = $1 }
             case "read_groups": names(key, value) { $0.readGroups = $1 }
             case "read_anyone": bool(key, value) { $0.readAnyone = $1 }
@@ -156,10 +160,11 @@ public enum ConfigFile {
             switch key {
             case "max_request_bytes": int(key, value) { $0.maxRequestBytes = $1 }
             case "max_clients": int(key, value) { $0.maxClients = $1 }
-            case "idle_timeout": duration(key, value) { $0.idleTimeoutSeconds = $1 }
-            case "request_timeout": duration(key, value) { $0.requestTimeoutSeconds = $1 }
-            case "write_timeout": duration(key, value) { $0.writeTimeoutSeconds = $1 }
-            case "shutdown_timeout": duration(key, value) { $0.shutdownTimeoutSeconds = $1 }
+            case "reserved_clients": int(key, value) { $0.reservedClients = $1 }
+            case "idle_timeout": duration("limits.\(key)", value) { $0.idleTimeoutSeconds = $1 }
+            case "request_timeout": duration("limits.\(key)", value) { $0.requestTimeoutSeconds = $1 }
+            case "write_timeout": duration("limits.\(key)", value) { $0.writeTimeoutSeconds = $1 }
+            case "shutdown_timeout": duration("limits.\(key)", value) { $0.shutdownTimeoutSeconds = $1 }
             default: problem("limits.\(key)", "unknown key")
             }
         }
@@ -274,13 +279,11 @@ public enum ConfigFile {
             }
         }
 
-        /// A duration (as `duration`) in whole milliseconds, at most a minute.
+        /// A duration setting (as `duration`, within its range) in whole milliseconds.
         mutating func milliseconds(
             _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Int) -> Void
         ) {
-            duration(key, value) { configuration, seconds in
-                set(&configuration, Int((min(seconds, 60) * 1000).rounded()))
-            }
+            duration(key, value) { configuration, seconds in set(&configuration, Int((seconds * 1000).rounded())) }
         }
 
         // MARK: Typed values
@@ -317,24 +320,27 @@ public enum ConfigFile {
             set(&configuration, flag)
         }
 
-        /// Seconds as a number, or a string with a unit ("500ms", "90s", "10m", "24h", "7d").
+        /// The duration setting `name` (`"queue.dedup_window"`): seconds as a number, or a string with a unit
+        /// ("500ms", "90s", "10m", "24h", "7d"), within its range (``DaemonConfiguration/durationRanges``). `set`
+        /// runs only with a value in range, so it may turn it into milliseconds.
         mutating func duration(
-            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Double) -> Void
+            _ name: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Double) -> Void
         ) {
-            let seconds: Double?
+            let written: Duration.Written
             if let number = value.int {
-                seconds = number >= 0 ? Double(number) : nil
+                written = .seconds(Double(number))
             } else if let number = value.double {
-                seconds = number >= 0 && number.isFinite ? number : nil
+                written = .seconds(number)
             } else if let text = value.string {
-                seconds = Duration.parseSeconds(text)
+                written = .text(text)
             } else {
-                seconds = nil
+                return problem(name, "must be a duration: seconds, or a string such as \"500ms\", \"90s\", \"24h\"")
             }
-            guard let seconds else {
-                return problem(key, "must be a duration: seconds, or a string such as \"500ms\", \"90s\", \"24h\"")
+            do {
+                set(&configuration, try Duration.seconds(written, within: DaemonConfiguration.durationRange(name)))
+            } catch {
+                problem(name, error.description)
             }
-            set(&configuration, seconds)
         }
 
         /// `volume_threshold`: a percentage (`60`, `"60%"`) or decibels (`"-20dB"`).

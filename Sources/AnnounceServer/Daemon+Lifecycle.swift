@@ -11,9 +11,9 @@ extension Daemon {
         let nowMs = WallClock.nowMs
         let windowMs = Int64(current.dedupWindowSeconds * 1000)
         let keepMs = Int64(max(current.historyRetentionSeconds, current.dedupWindowSeconds) * 1000)
-        dedup.withLock { _ = $0.expire(nowMs: nowMs) }
+        jobs.expireDedup(nowMs: nowMs)
         do {
-            let purged = try journal.purge(jobsBeforeMs: nowMs - keepMs, ordersBeforeMs: nowMs - windowMs)
+            let purged = try jobs.journal.purge(jobsBeforeMs: nowMs - keepMs, ordersBeforeMs: nowMs - windowMs)
             logger.debug("housekeeping", metadata: ["jobs": "\(purged.jobs)", "orders": "\(purged.orders)"])
         } catch {
             logger.error("housekeeping failed", metadata: ["error": "\(error)"])
@@ -24,7 +24,7 @@ extension Daemon {
     /// level take effect at once; the queue is kept (queued jobs keep the pack they were composed with).
     /// Settings that need a restart are reported and left as they are. On any error nothing changes.
     @discardableResult
-    public func reload(_ new: DaemonConfiguration) throws(AnnounceError) -> [String] {
+    public func reload(_ new: DaemonConfiguration) async throws(AnnounceError) -> [String] {
         let problems = new.problems()
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         let policy = try AccessPolicy(configuration: new)
@@ -61,42 +61,40 @@ extension Daemon {
             $0.policy = policy
             $0.voices = voices
         }
-        queue.capacity = new.queueCapacity
+        await jobs.setCapacity(new.queueCapacity)
         let override = live.withLock { $0.thresholdOverride }
         volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
-        dedup.withLock { $0.windowMs = Int64(new.dedupWindowSeconds * 1000) }
+        jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
         player.replacePack(voices.defaultPack)
         if let level = Logger.Level(rawValue: new.logLevel) { DaemonLogHandler.level = level }
         logger.notice(
             "configuration reloaded",
             metadata: [
                 "voices": "\(voices.languages.sorted().joined(separator: ","))",
-                "capacity": "\(new.queueCapacity)", "queued": "\(queue.count)",
+                "capacity": "\(new.queueCapacity)", "queued": "\(jobs.queue.count)",
                 "restart_needed_for": "\(needRestart.joined(separator: ","))",
             ])
         return needRestart
     }
 
-    /// Graceful stop (SIGTERM): refuses new jobs, lets the job playing finish (cut after `shutdown_timeout`),
-    /// keeps every waiting job queued in the journal for the next start, and waits for the journal.
+    /// Graceful stop (SIGTERM): refuses new jobs, lets the jobs in hand play to their end (cut after
+    /// `shutdown_timeout`), and keeps every job not heard — waiting, or cut — in the journal for the next start.
     public func stop() async {
-        let waiting = await onAcceptor { () -> [Job] in
-            self.stopping.store(true, ordering: .releasing)
-            return self.queue.closeNow()
-        }
+        let waiting = await jobs.close()
         logger.notice(
             "stopping: finishing the announcement playing; waiting jobs stay in the journal",
             metadata: ["waiting": "\(waiting.count)", "playing": "\(player.playingJobID.map(String.init) ?? "none")"])
         let timeout = live.withLock { $0.configuration.shutdownTimeoutSeconds }
         let player = self.player
+        let logger = self.logger
         let cutter = Task {
             try await Task.sleep(for: .seconds(timeout))
             if let playing = player.playingJobID {
-                cutByShutdown.withLock { _ = $0.insert(playing) }
-                if player.cancelCurrent(id: playing) {
-                    logger.warning("shutdown: cutting the announcement playing", metadata: ["job.id": "\(playing)"])
-                }
+                logger.warning(
+                    "shutdown: cutting the announcement playing; it is spoken again at the next start",
+                    metadata: ["job.id": "\(playing)"])
             }
+            player.abort()
         }
         if playerStarted.load(ordering: .acquiring) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -107,7 +105,13 @@ extension Daemon {
             }
         }
         cutter.cancel()
-        journal.flush()
-        book.releaseWaiters()
+        await jobs.flush(timeout: .seconds(5))
+        let unrecorded = jobs.journalHealth.unrecorded
+        if unrecorded > 0 {
+            logger.error(
+                "stopping with job ends not recorded (the journal cannot be written); those jobs are spoken again at the next start",
+                metadata: ["changes": "\(unrecorded)"])
+        }
+        jobs.releaseWaiters()
     }
 }

@@ -8,37 +8,11 @@ extension Daemon {
 
     /// Cancels one waiting or playing job, or all of them. Returns the cancelled jobs in their final state.
     public func cancel(job id: UInt64?) async throws(AnnounceError) -> [JobInfo] {
-        let (removed, playing) = try await onAcceptor { () throws(AnnounceError) -> ([Job], UInt64?) in
-            let removed = self.queue.remove { id == nil || $0.id == id }
-            let nowMs = WallClock.nowMs
-            let error = AnnounceError(.cancelled, "cancelled by a client")
-            try self.journal.finishNow(
-                removed.map { Journal.Outcome(id: $0.id, state: .cancelled, atMs: nowMs, error: error) })
-            for job in removed {
-                self.book.finish(
-                    job.id, state: .cancelled, error: error, firstSampleMs: nil, finishedMs: nil, atMs: nowMs)
-                self.metrics.jobFinished(.cancelled, firstSampleNanos: nil)
-                self.logger.info("job cancelled", metadata: ["job.id": "\(job.id)"])
-            }
-            if !removed.isEmpty && id != nil { return (removed, nil) }
-            // Not waiting: is it playing? A job just taken by the audio thread may not be marked playing yet.
-            for _ in 0..<100 {
-                let playing = id ?? self.player.playingJobID
-                if self.player.cancelCurrent(id: playing), let playing { return (removed, playing) }
-                guard let id, self.book.info(id).map({ !$0.state.isFinal }) == true else { break }
-                usleep(2_000)
-            }
-            return (removed, nil)
+        let cancelled = try await jobs.cancel(id)
+        for info in cancelled where info.state == .cancelled {
+            logger.info("job cancelled", metadata: ["job.id": "\(info.id)"])
         }
-        var cancelled = removed.compactMap { book.info($0.id) }
-        if let playing, let info = await book.waitUntilFinished(playing) { cancelled.append(info) }
-        if cancelled.isEmpty, let id {
-            if let info = try jobInfo(id) {
-                throw AnnounceError(.notFound, "job \(id) has already finished (\(info.state.rawValue))")
-            }
-            throw AnnounceError(.notFound, "no job \(id)")
-        }
-        metrics.queueDepth(queue.count)
+        metrics.queueDepth(jobs.queue.count)
         return cancelled
     }
 
@@ -48,12 +22,12 @@ extension Daemon {
     ) async throws(AnnounceError) -> Submission {
         let source: JobRecord
         if let id {
-            guard let record = try journal.job(id) else {
+            guard let record = try jobs.journal.job(id) else {
                 throw AnnounceError(.notFound, "no job \(id) in the history")
             }
             source = record
         } else {
-            guard let record = try journal.lastSpokenPayment() else {
+            guard let record = try jobs.journal.lastSpokenPayment() else {
                 throw AnnounceError(.notFound, "nothing has been announced yet")
             }
             source = record
@@ -69,36 +43,29 @@ extension Daemon {
 
     /// The most recent jobs, newest first (from the journal; live ones as they are now).
     public func history(limit: Int) throws(AnnounceError) -> [JobInfo] {
-        try journal.history(limit: limit).map { record in book.info(record.jobID) ?? record.info }
+        try jobs.journal.history(limit: limit).map { record in jobs.liveInfo(record.jobID) ?? record.info }
     }
 
     /// The job playing, then the waiting ones in play order, with their positions.
     public func queueListing() -> [JobInfo] {
         var listing: [JobInfo] = []
-        if let playing = player.playingJobID, let info = book.info(playing) { listing.append(info) }
-        for (index, job) in queue.snapshot.enumerated() {
-            guard var info = book.info(job.id) else { continue }
+        if let playing = player.playingJobID, let info = jobs.liveInfo(playing) { listing.append(info) }
+        for (index, job) in jobs.queue.snapshot.enumerated() {
+            guard var info = jobs.liveInfo(job.id) else { continue }
             info.position = index
             listing.append(info)
         }
         return listing
     }
 
-    /// A job as known now: the book for this run's, else the journal.
-    func jobInfo(_ id: UInt64) throws(AnnounceError) -> JobInfo? {
-        if let info = book.info(id) { return info }
-        return try journal.job(id)?.info
-    }
-
     /// Waits for a job's final state (or the shutdown).
-    func waitUntilFinished(_ id: UInt64) async throws(AnnounceError) -> JobInfo? {
-        if let info = await book.waitUntilFinished(id) { return info }
-        return try journal.job(id)?.info
+    func waitUntilFinished(_ id: UInt64) async -> JobInfo? {
+        await jobs.waitUntilFinished(id)
     }
 
     public func status(peer: PeerCredentials?) -> DaemonStatus {
         let current = live.withLock { $0 }
-        let waiting = queue.snapshot
+        let waiting = jobs.queue.snapshot
         var byPriority: [String: Int] = [:]
         for priority in JobPriority.allCases {
             byPriority[priority.rawValue] = waiting.filter { $0.priority == priority }.count
@@ -108,18 +75,24 @@ extension Daemon {
                 lang: pack.language, name: pack.manifest.name, sampleRate: pack.sampleRate, clips: pack.clips.count,
                 isDefault: pack.language == current.voices.defaultPack.language)
         }
-        let (orders, windowMs) = dedup.withLock { ($0.count, $0.windowMs) }
+        let (orders, windowMs) = jobs.dedupSummary
+        let health = jobs.journalHealth
+        var journal = DaemonStatus.Journal(
+            path: jobs.journal.path, recoveredAtStart: recovered.pending, interruptedAtStart: recovered.interrupted,
+            dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000,
+            recoveredFromCorruption: jobs.journal.recoveredFromCorruption)
+        journal.unrecorded = health.unrecorded
+        journal.lastError = health.error.map(ErrorInfo.init)
+        journal.reserve = jobs.journal.hasReserve
         return DaemonStatus(
-            state: stopping.load(ordering: .relaxed) ? "stopping" : "running", v: ProtocolVersion.current,
+            state: jobs.isClosed ? "stopping" : "running", v: ProtocolVersion.current,
             pid: getpid(), uptimeSeconds: Double(Monotonic.nanos - startedAt) / 1e9,
             socket: current.configuration.socketPath, clients: clients.load(ordering: .relaxed),
             queue: DaemonStatus.Queue(
-                waiting: waiting.count, capacity: queue.capacity, byPriority: byPriority,
-                playing: player.playingJobID, unfinished: book.liveCount),
+                waiting: waiting.count, capacity: jobs.queue.capacity, byPriority: byPriority,
+                playing: player.playingJobID, unfinished: jobs.unfinished),
             voices: voices,
-            journal: DaemonStatus.Journal(
-                path: journal.path, recoveredAtStart: recovered.pending, interruptedAtStart: recovered.interrupted,
-                dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000),
+            journal: journal,
             totals: metrics.currentTotals, audio: audioStatus(),
             peer: peer.map {
                 DaemonStatus.Peer(pid: $0.pid, uid: $0.uid, gid: $0.gid, access: current.policy.access(for: $0))
@@ -150,8 +123,8 @@ extension Daemon {
         if let percent, !(0...100).contains(percent) {
             throw AnnounceError(.badRequest, "threshold must be a percentage 0…100")
         }
-        try await onAcceptor { () throws(AnnounceError) in
-            try self.journal.setSetting(Self.thresholdSetting, percent.map(String.init))
+        try await jobs.onAcceptor { () throws(AnnounceError) in
+            try self.jobs.journal.setSetting(Self.thresholdSetting, percent.map(String.init))
             self.live.withLock { $0.thresholdOverride = percent }
         }
         let configured = live.withLock { $0.configuration }

@@ -6,7 +6,7 @@ extension Daemon {
     /// The payments and refunds heard on `day` (a journal read: call it off Swift's cooperative pool).
     public func daySummary(_ day: LocalDay) throws(AnnounceError) -> DaySummary {
         let bounds = day.bounds
-        return DaySummary(day: day, totals: try journal.dayTotals(fromMs: bounds.startMs, toMs: bounds.endMs))
+        return DaySummary(day: day, totals: try jobs.journal.dayTotals(fromMs: bounds.startMs, toMs: bounds.endMs))
     }
 
     /// Speaks `summary` with the voice pack's summary templates: a job like a payment's, queued behind the

@@ -87,7 +87,7 @@ extension Daemon {
     private func keep(_ level: EverydayLevel, of element: MixerElementAddress) {
         let value = Self.text(level, of: element)
         do {
-            if try journal.setting(Self.levelSetting) != value { try journal.setSetting(Self.levelSetting, value) }
+            if try jobs.journal.setting(Self.levelSetting) != value { try jobs.journal.setSetting(Self.levelSetting, value) }
         } catch {
             logger.warning("cannot keep the volume level in the journal", metadata: ["error": "\(error)"])
         }
@@ -98,7 +98,7 @@ extension Daemon {
     func restoreEverydayLevel() {
         guard let volumeGuard else { return }
         do {
-            guard let text = try journal.setting(Self.levelSetting) else { return }
+            guard let text = try jobs.journal.setting(Self.levelSetting) else { return }
             let parts = text.split(separator: " ")
             guard let first = parts.first, let equals = first.lastIndex(of: "="),
                 first[..<equals] == "\(volumeGuard.address)"

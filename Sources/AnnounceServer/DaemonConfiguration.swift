@@ -64,10 +64,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var summaryTime: DailyTime?
 
     // Access (peer credentials from SO_PEERCRED)
-    /// Users and groups (names or numbers) allowed `control` operations (say, prompt, cancel, replay, volume
-    /// set). Root and the daemon's own user always are.
+    /// Users and groups (names or numbers) allowed `control` operations (say, prompt, text, cancel, replay,
+    /// volume set). Root and the daemon's own user always are.
     public var controlUsers: [String] = []
     public var controlGroups: [String] = []
+    /// Users and groups allowed `submit` operations only (say, prompt, text; and what `read` allows): the push
+    /// listener, which must make the speaker speak but never cancel, replay or change the volume.
+    public var submitUsers: [String] = []
+    public var submitGroups: [String] = []
     /// Users and groups allowed `read` operations (status, queue, history, volume get, ping, metrics), in
     /// addition to everyone with `control`; or anyone who can connect when `readAnyone`.
     public var readUsers: [String] = []
@@ -79,6 +83,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var maxRequestBytes = ProtocolVersion.maximumLineLength
     /// Most connections at once; more are answered `busy` and closed.
     public var maxClients = 64
+    /// Of `maxClients`, how many only peers that may speak (`submit` or `control` access) may use: peers that may
+    /// only read hold at most the rest, so that no read-only peer can starve payments by holding connections.
+    /// Nil: a quarter of `maxClients` (``effectiveReservedClients``).
+    public var reservedClients: Int?
     /// A connection with no request in progress and nothing received for this long is closed, seconds.
     public var idleTimeoutSeconds: Double = 300
     /// A request line must be complete this long after its first byte arrived, seconds.
@@ -127,29 +135,23 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check(socketMode <= 0o777, "socket_mode: must be an octal mode such as \"0660\"")
         check(!device.isEmpty, "device: must not be empty")
         check(queueCapacity >= 1 && queueCapacity <= 100_000, "queue.capacity: must be 1…100000")
-        for (name, value) in [
-            ("queue.payment_ttl", paymentTTLSeconds), ("queue.urgent_ttl", urgentTTLSeconds),
-            ("queue.status_ttl", statusTTLSeconds),
-        ] {
-            check(value >= 0 && value <= JobRequest.maximumTTLSeconds, "\(name): must be 0 (none) … 7 days")
+        for (key, seconds) in durations {
+            if let problem = Duration.problem(seconds, within: Self.durationRange(key)) {
+                problems.append("\(key): \(problem)")
+            }
         }
-        check(dedupWindowSeconds >= 0, "queue.dedup_window: must not be negative")
-        check(historyRetentionSeconds >= 0, "queue.history_retention: must not be negative")
         check((1_000...500_000).contains(periodMicroseconds), "audio.period_us: must be 1000…500000")
         check((2...64).contains(periods), "audio.periods: must be 2…64")
         check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
         if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
         problems += audio.problems(percentThreshold: volumeThreshold)
-        check(audioStallLimitSeconds > 0 && audioStallLimitSeconds <= 3600,
-              "audio.stall_limit: must be more than 0 and at most an hour")
         check(
             (256...(1 << 20)).contains(maxRequestBytes), "limits.max_request_bytes: must be 256…1048576")
         check((1...10_000).contains(maxClients), "limits.max_clients: must be 1…10000")
-        for (name, value) in [
-            ("limits.idle_timeout", idleTimeoutSeconds), ("limits.request_timeout", requestTimeoutSeconds),
-            ("limits.write_timeout", writeTimeoutSeconds), ("limits.shutdown_timeout", shutdownTimeoutSeconds),
-        ] {
-            check(value > 0 && value <= 86_400, "\(name): must be more than 0 and at most a day")
+        if let reservedClients {
+            check(
+                (0..<maxClients).contains(reservedClients),
+                "limits.reserved_clients: must be 0 … max_clients − 1 (\(maxClients - 1)), so that readers keep a slot")
         }
         problems += keys.problems()
         for channel in reading.channels.keys.sorted() where channel.isEmpty || channel.utf8.count > 64 {
@@ -160,6 +162,56 @@ public struct DaemonConfiguration: Sendable, Equatable {
             "log_level: must be trace, debug, info, notice, warning, error or critical")
         return problems
     }
+
+    /// The range of every duration setting, by key (docs/configuration.md gives the same). The config file, the
+    /// flags and ``problems()`` check against it, before any duration becomes an integer of milliseconds.
+    public static let durationRanges: [String: ClosedRange<Double>] = [
+        "queue.payment_ttl": 0...JobRequest.maximumTTLSeconds,
+        "queue.urgent_ttl": 0...JobRequest.maximumTTLSeconds,
+        "queue.status_ttl": 0...JobRequest.maximumTTLSeconds,
+        "queue.dedup_window": 0...366 * day,
+        "queue.history_retention": 0...3660 * day,
+        "audio.device_retry_max": Double(RecoverySettings().initialBackoffMs) / 1000...60,
+        "audio.device_give_up": 0...3600,
+        "audio.stall_limit": 0.001...3600,
+        "limits.idle_timeout": 0.001...day,
+        "limits.request_timeout": 0.001...day,
+        "limits.write_timeout": 0.001...day,
+        "limits.shutdown_timeout": 0.001...day,
+        "keys.long_press": 0.3...10,
+        "keys.repeat_delay": 0.1...5,
+        "keys.repeat_interval": 0.05...5,
+        "keys.debounce": 0...0.5,
+    ]
+
+    private static let day = 86_400.0
+
+    /// The range of the duration setting `key` (one of ``durationRanges``).
+    public static func durationRange(_ key: String) -> ClosedRange<Double> {
+        guard let range = durationRanges[key] else { preconditionFailure("no duration setting \(key)") }
+        return range
+    }
+
+    /// Every duration setting and its value now, in seconds.
+    var durations: [(key: String, seconds: Double)] {
+        [
+            ("queue.payment_ttl", paymentTTLSeconds), ("queue.urgent_ttl", urgentTTLSeconds),
+            ("queue.status_ttl", statusTTLSeconds), ("queue.dedup_window", dedupWindowSeconds),
+            ("queue.history_retention", historyRetentionSeconds),
+            ("audio.device_retry_max", Double(audio.recovery.maximumBackoffMs) / 1000),
+            ("audio.device_give_up", Double(audio.recovery.giveUpAfterMs) / 1000),
+            ("audio.stall_limit", audioStallLimitSeconds),
+            ("limits.idle_timeout", idleTimeoutSeconds), ("limits.request_timeout", requestTimeoutSeconds),
+            ("limits.write_timeout", writeTimeoutSeconds), ("limits.shutdown_timeout", shutdownTimeoutSeconds),
+            ("keys.long_press", Double(keys.bindings.longPressMs) / 1000),
+            ("keys.repeat_delay", Double(keys.bindings.repeatDelayMs) / 1000),
+            ("keys.repeat_interval", Double(keys.bindings.repeatIntervalMs) / 1000),
+            ("keys.debounce", Double(keys.bindings.debounceMs) / 1000),
+        ]
+    }
+
+    /// The connections kept for peers that may speak: `reservedClients`, else a quarter of `maxClients`.
+    public var effectiveReservedClients: Int { reservedClients ?? maxClients / 4 }
 
     /// Default ttl of a priority class, milliseconds (nil: none).
     public func defaultTTLMs(for priority: JobPriority) -> Int64? {
@@ -208,45 +260,20 @@ public struct DaemonConfiguration: Sendable, Equatable {
             [access]
             control_users = \(list(controlUsers)) (and root, and the daemon's own user)
             control_groups = \(list(controlGroups))
+            submit_users = \(list(submitUsers))
+            submit_groups = \(list(submitGroups))
             read_users = \(list(readUsers))
             read_groups = \(list(readGroups))
             read_anyone = \(readAnyone)
             [limits]
             max_request_bytes = \(maxRequestBytes)
             max_clients = \(maxClients)
+            reserved_clients = \(effectiveReservedClients)\(reservedClients == nil ? " (a quarter of max_clients)" : "")
             idle_timeout = \(Duration.describe(idleTimeoutSeconds))
             request_timeout = \(Duration.describe(requestTimeoutSeconds))
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
             shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
             """
-    }
-}
-
-extension Duration {
-    /// Parses a duration: a number of seconds (`90`, `0.5`) or a number with a unit (`500ms`, `90s`, `10m`,
-    /// `24h`, `7d`). Returns seconds, or nil if the text is not one.
-    public static func parseSeconds(_ text: String) -> Double? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
-        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
-            // "ms" is tried before "s" and "m"; a bare "m"/"s" suffix on "…ms" never gets here.
-            guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
-            return value * factor
-        }
-        guard let value = Double(trimmed), value.isFinite, value >= 0 else { return nil }
-        return value
-    }
-
-    /// Seconds written back the short way: `0`, `90s`, `10m`, `24h`, `7d`, `0.5s`.
-    public static func describe(_ seconds: Double) -> String {
-        if seconds == 0 { return "0" }
-        for (suffix, factor) in [("d", 86_400.0), ("h", 3600.0), ("m", 60.0)]
-        where seconds >= factor && seconds.truncatingRemainder(dividingBy: factor) == 0 {
-            return "\"\(Int(seconds / factor))\(suffix)\""
-        }
-        if seconds.rounded() == seconds { return "\"\(Int(seconds))s\"" }
-        return "\"\(Int((seconds * 1000).rounded()))ms\""
     }
 }
 
@@ -270,6 +297,7 @@ public struct ConfigurationOverrides: Sendable {
     public var keepDeviceOpen: Bool?
     public var audioStallLimitSeconds: Double?
     public var maxClients: Int?
+    public var reservedClients: Int?
     public var idleTimeoutSeconds: Double?
     public var requestTimeoutSeconds: Double?
     public var shutdownTimeoutSeconds: Double?
@@ -305,6 +333,7 @@ public struct ConfigurationOverrides: Sendable {
         set(keepDeviceOpen, \.keepDeviceOpen)
         set(audioStallLimitSeconds, \.audioStallLimitSeconds)
         set(maxClients, \.maxClients)
+        if let reservedClients { configuration.reservedClients = reservedClients }
         set(idleTimeoutSeconds, \.idleTimeoutSeconds)
         set(requestTimeoutSeconds, \.requestTimeoutSeconds)
         set(shutdownTimeoutSeconds, \.shutdownTimeoutSeconds)

@@ -17,6 +17,8 @@ final class DaemonMetrics: Sendable {
     private let clients = CoreMetrics.Gauge(label: "announce_clients")
     private let firstSample = Metrics.Timer(label: "announce_first_sample_seconds")
     private let journalCommit = Metrics.Timer(label: "announce_journal_commit_seconds")
+    /// Last sample out of the device → the job on disk as spoken: the window in which a crash would replay it.
+    private let heardRecord = Metrics.Timer(label: "announce_heard_record_seconds")
     private let totals = Mutex(DaemonStatus.Totals())
     /// The registry `metrics` reads, if the Prometheus backend is in use.
     let registry: PrometheusCollectorRegistry?
@@ -47,6 +49,10 @@ final class DaemonMetrics: Sendable {
         finished[state]?.increment()
         if let firstSampleNanos { firstSample.recordNanoseconds(Int64(firstSampleNanos)) }
         totals.withLock { $0.finished[state.rawValue, default: 0] += 1 }
+    }
+
+    func heardRecorded(windowNanos: UInt64) {
+        heardRecord.recordNanoseconds(Int64(windowNanos))
     }
 
     func refused(_ code: AnnounceError.Code) {

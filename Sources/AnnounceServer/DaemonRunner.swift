@@ -72,7 +72,7 @@ public struct DaemonRunner: Service {
                     return nil
                 }
                 group.addTask {
-                    for await _ in hangups { reload() }
+                    for await _ in hangups { await reload() }
                     return nil
                 }
                 group.addTask {
@@ -103,11 +103,11 @@ public struct DaemonRunner: Service {
         if let failure { throw failure }
     }
 
-    private func reload() {
+    private func reload() async {
         logger.notice("SIGHUP: reloading the configuration and voice packs")
         do {
             let configuration = try reloadConfiguration()
-            let needRestart = try daemon.reload(configuration)
+            let needRestart = try await daemon.reload(configuration)
             if !needRestart.isEmpty {
                 logger.warning(
                     "changed settings that take effect only after a restart",

@@ -59,21 +59,26 @@ public struct PeerCredentials: Sendable, Equatable {
         }
     }
 
-    /// Reads the peer's credentials from an accepted Unix socket channel.
-    public static func of(_ channel: any Channel) async throws -> PeerCredentials {
+    /// Reads the peer's credentials from an accepted Unix socket channel. Called as the connection is accepted,
+    /// on its event loop, before anything can close it: a client that sends its request and shuts its side down
+    /// at once (`echo … | socat`) is still known.
+    public static func of(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
-            throw AnnounceError(.internalError, "the connection has no socket options")
+            return channel.eventLoop.makeFailedFuture(
+                AnnounceError(.internalError, "the connection has no socket options"))
         }
-        let ucred: UCred = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
-        ).get()
-        var credentials = PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
-        if let list: GroupList = try? await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS)
-        ).get() {
-            credentials.groups = list.values
+        let ucred: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        return ucred.flatMap { ucred in
+            let credentials = PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
+            let groups: EventLoopFuture<GroupList> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS))
+            return groups.map { list in
+                var withGroups = credentials
+                withGroups.groups = list.values
+                return withGroups
+            }.recover { _ in credentials }
         }
-        return credentials
     }
 }
 
@@ -82,16 +87,20 @@ public struct PeerCredentials: Sendable, Equatable {
 public struct AccessPolicy: Sendable, Equatable {
     public var controlUIDs: Set<UInt32>
     public var controlGIDs: Set<UInt32>
+    public var submitUIDs: Set<UInt32>
+    public var submitGIDs: Set<UInt32>
     public var readUIDs: Set<UInt32>
     public var readGIDs: Set<UInt32>
     public var readAnyone: Bool
 
     public init(
-        controlUIDs: Set<UInt32>, controlGIDs: Set<UInt32> = [], readUIDs: Set<UInt32> = [],
-        readGIDs: Set<UInt32> = [], readAnyone: Bool = true
+        controlUIDs: Set<UInt32>, controlGIDs: Set<UInt32> = [], submitUIDs: Set<UInt32> = [],
+        submitGIDs: Set<UInt32> = [], readUIDs: Set<UInt32> = [], readGIDs: Set<UInt32> = [], readAnyone: Bool = true
     ) {
         self.controlUIDs = controlUIDs
         self.controlGIDs = controlGIDs
+        self.submitUIDs = submitUIDs
+        self.submitGIDs = submitGIDs
         self.readUIDs = readUIDs
         self.readGIDs = readGIDs
         self.readAnyone = readAnyone
@@ -119,6 +128,8 @@ public struct AccessPolicy: Sendable, Equatable {
         self.init(
             controlUIDs: users(configuration.controlUsers, "control_users").union([0, daemonUID]),
             controlGIDs: groups(configuration.controlGroups, "control_groups"),
+            submitUIDs: users(configuration.submitUsers, "submit_users"),
+            submitGIDs: groups(configuration.submitGroups, "submit_groups"),
             readUIDs: users(configuration.readUsers, "read_users"),
             readGIDs: groups(configuration.readGroups, "read_groups"),
             readAnyone: configuration.readAnyone)
@@ -128,6 +139,7 @@ public struct AccessPolicy: Sendable, Equatable {
     public func access(for peer: PeerCredentials) -> Access {
         let groups = Set(peer.groups).union([peer.gid])
         if controlUIDs.contains(peer.uid) || !controlGIDs.isDisjoint(with: groups) { return .control }
+        if submitUIDs.contains(peer.uid) || !submitGIDs.isDisjoint(with: groups) { return .submit }
         if readAnyone || readUIDs.contains(peer.uid) || !readGIDs.isDisjoint(with: groups) { return .read }
         return .none
     }

@@ -127,7 +127,7 @@ struct RequestHandler: Sendable {
         }
         guard say.wait else { return try await reply(Response(id: request.id, ok: true, job: info, summary: summary)) }
         try await reply(Response(id: request.id, ok: true, done: false, job: info, summary: summary))
-        let final = try await daemon.waitUntilFinished(info.id) ?? info
+        let final = await daemon.waitUntilFinished(info.id) ?? info
         var error = final.state == .spoken ? nil : final.error
         if !final.state.isFinal {
             error = ErrorInfo(AnnounceError(.shuttingDown, "the daemon is stopping; the day's total stays queued"))
@@ -144,7 +144,7 @@ struct RequestHandler: Sendable {
             daemon.metrics.refused(.duplicate)
             var final = original
             // With wait, a duplicate of a job still queued or playing answers once that job has finished.
-            if wait && !original.state.isFinal, let finished = try await daemon.waitUntilFinished(original.id) {
+            if wait && !original.state.isFinal, let finished = await daemon.waitUntilFinished(original.id) {
                 final = finished
             }
             let error = AnnounceError(
@@ -153,7 +153,7 @@ struct RequestHandler: Sendable {
         case .accepted(let info):
             guard wait else { return try await reply(Response(id: id, ok: true, job: info)) }
             try await reply(Response(id: id, ok: true, done: false, job: info))
-            let final = try await daemon.waitUntilFinished(info.id) ?? info
+            let final = await daemon.waitUntilFinished(info.id) ?? info
             if final.state.isFinal {
                 let ok = final.state == .spoken
                 try await reply(Response(id: id, ok: ok, job: final, error: ok ? nil : final.error))

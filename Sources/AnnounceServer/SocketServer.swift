@@ -30,7 +30,11 @@ public struct SocketServer: Sendable {
     public func run(onReady: @Sendable () -> Void = {}) async throws {
         let limits = daemon.limits
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
-            channel.eventLoop.makeCompletedFuture {
+            // The credentials first, while the socket is certainly open: a client may send its request and close
+            // its side (or all of it) before the connection's task runs.
+            PeerCredentials.of(channel).map { Result<PeerCredentials, any Error>.success($0) }.recover {
+                .failure($0)
+            }.flatMapThrowing { peer in
                 let activity = ConnectionActivity()
                 let current = daemon.limits
                 try channel.pipeline.syncOperations.addHandler(
@@ -41,11 +45,14 @@ public struct SocketServer: Sendable {
                 try channel.pipeline.syncOperations.addHandler(
                     ByteToMessageHandler(LineFrameDecoder(maximumLength: current.maxRequestBytes)))
                 let async = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                return Connection(channel: async, activity: activity)
+                return Connection(channel: async, activity: activity, peer: peer)
             }
         }
+        // Half-closure allowed: a client that sends its request and shuts its side down (`echo … | socat`,
+        // shutdown(SHUT_WR)) is still answered; the connection closes once its requests are served.
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
         let server: NIOAsyncChannel<Connection, Never>
         // The socket file this server created, removed when it stops (never one another process owns).
         var boundPath: String?
@@ -74,10 +81,11 @@ public struct SocketServer: Sendable {
         }
         onReady()
         let handler = RequestHandler(daemon: daemon)
+        let slots = ConnectionSlots()
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { connections in
                 for try await connection in connections {
-                    group.addTask { await serve(connection, handler: handler) }
+                    group.addTask { await serve(connection, handler: handler, slots: slots) }
                 }
             }
         }
@@ -122,12 +130,11 @@ public struct SocketServer: Sendable {
     struct Connection: Sendable {
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         let activity: ConnectionActivity
+        /// Read when the connection was accepted.
+        let peer: Result<PeerCredentials, any Error>
     }
 
-    private func serve(_ connection: Connection, handler: RequestHandler) async {
-        let count = daemon.clients.add(1, ordering: .relaxed).newValue
-        daemon.metrics.clientCount(count)
-        defer { daemon.metrics.clientCount(daemon.clients.subtract(1, ordering: .relaxed).newValue) }
+    private func serve(_ connection: Connection, handler: RequestHandler, slots: ConnectionSlots) async {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
@@ -137,25 +144,31 @@ public struct SocketServer: Sendable {
                     data.append(UInt8(ascii: "\n"))
                     try await outbound.write(ByteBuffer(bytes: data))
                 }
-                let maximum = daemon.limits.maxClients
-                if count > maximum {
-                    daemon.metrics.refused(.busy)
-                    try await send(
-                        .failure(
-                            id: nil,
-                            AnnounceError(
-                                .busy,
-                                "the daemon serves \(maximum) connections at once (limits.max_clients); try again")))
-                    return
-                }
                 let peer: PeerCredentials
-                do {
-                    peer = try await PeerCredentials.of(connection.channel.channel)
-                } catch {
+                switch connection.peer {
+                case .success(let credentials):
+                    peer = credentials
+                case .failure(let error):
                     logger.error("cannot read the peer's credentials", metadata: ["error": "\(error)"])
                     try await send(
                         .failure(id: nil, AnnounceError(.unauthorized, "the peer's credentials are unknown")))
                     return
+                }
+                // A slot: peers that may only read never take the ones kept for peers that may speak.
+                let limits = daemon.limits
+                let speaker = daemon.access(for: peer) >= .submit
+                do throws(ConnectionSlots.Refusal) {
+                    _ = try slots.admit(
+                        speaker: speaker, maximum: limits.maxClients, reserved: limits.effectiveReservedClients)
+                } catch {
+                    daemon.metrics.refused(.busy)
+                    try await send(.failure(id: nil, error.error))
+                    return
+                }
+                daemon.metrics.clientCount(daemon.clients.add(1, ordering: .relaxed).newValue)
+                defer {
+                    _ = slots.release(speaker: speaker)
+                    daemon.metrics.clientCount(daemon.clients.subtract(1, ordering: .relaxed).newValue)
                 }
                 do {
                     for try await frame in inbound {

@@ -58,7 +58,7 @@ public enum SystemdIntegration {
     }
 
     /// The watchdog if systemd expects pings (`WatchdogSec=`): it pings only while the audio thread makes
-    /// progress and every event loop runs.
+    /// progress — frames written, or device retries — and every event loop runs.
     static func watchdog(daemon: Daemon, loops: EventLoopGroup, logger: Logger) -> WatchdogService? {
         let timeout: Duration?
         do {
@@ -68,12 +68,12 @@ public enum SystemdIntegration {
             return nil
         }
         guard let timeout else { return nil }
-        let audio = ProgressWatch<Daemon.AudioWork>(limit: .seconds(daemon.configuration.audioStallLimitSeconds))
+        let audio = ProgressWatch<UInt64>(limit: .seconds(daemon.configuration.audioStallLimitSeconds))
         let eventLoops = EventLoopProbe(loops)
         return WatchdogService(
             timeout: timeout,
             probes: [
-                LivenessProbe("audio thread") { audio.isAlive(working: daemon.audioWork) },
+                LivenessProbe("audio thread") { audio.isAlive(working: daemon.audioProgress) },
                 LivenessProbe("event loop") { eventLoops.check() },
             ],
             logger: logger)
@@ -81,19 +81,12 @@ public enum SystemdIntegration {
 }
 
 extension Daemon {
-    /// What the audio thread is busy with, for the watchdog: nil when idle.
-    enum AudioWork: Equatable, Sendable {
-        /// The device failed and is being retried (the number grows with each attempt: progress, not a hang).
-        case recovering(attempts: Int)
-        /// Playing this job.
-        case playing(UInt64)
-        /// Jobs wait but none plays: the thread is between jobs (draining, reopening the device).
-        case pickingUp
-    }
-
-    var audioWork: AudioWork? {
-        if let attempts = player.recoveryAttempts { return .recovering(attempts: attempts) }
-        if let id = player.playingJobID { return .playing(id) }
-        return queue.count > 0 ? .pickingUp : nil
+    /// What the watchdog watches: nil while the audio thread has nothing to do; else a number that grows with
+    /// every frame it writes and every device retry. The same number for `audio.stall_limit` means it is hung —
+    /// however long the announcement (free text may last minutes).
+    var audioProgress: UInt64? {
+        if let progress = player.progress { return progress }
+        // Jobs wait but the audio thread holds none: it is between jobs (or stuck before taking one).
+        return jobs.queue.count > 0 ? 0 : nil
     }
 }

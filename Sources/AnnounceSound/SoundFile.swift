@@ -57,6 +57,24 @@ public enum SoundFile {
         guard let file = sf_open(path, Int32(SFM_READ), &info) else {
             throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
         }
+        return try read(file, info: info, path: path, maximumFrames: maximumFrames)
+    }
+
+    /// Decodes a whole file already open for reading as `descriptor` (named `path` in errors). The caller keeps
+    /// the descriptor and closes it.
+    public static func read(
+        descriptor: Int32, path: String, maximumFrames: Int = 30 * 192_000
+    ) throws(SndFileError) -> DecodedAudio {
+        var info = SF_INFO()
+        guard let file = sf_open_fd(descriptor, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
+            throw SndFileError(function: "sf_open_fd", path: path, message: String(cString: sf_strerror(nil)))
+        }
+        return try read(file, info: info, path: path, maximumFrames: maximumFrames)
+    }
+
+    private static func read(
+        _ file: OpaquePointer, info: SF_INFO, path: String, maximumFrames: Int
+    ) throws(SndFileError) -> DecodedAudio {
         defer { sf_close(file) }
         let channels = Int(info.channels)
         // Some decoders (MP3) do not know the length in advance and report a huge or zero frame count; read in

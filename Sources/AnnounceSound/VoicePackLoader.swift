@@ -21,8 +21,15 @@ public enum VoicePackLoader {
 
     public static func readManifest(directory: String) throws(AnnounceError) -> VoicePackManifest {
         let path = (directory as NSString).appendingPathComponent(manifestName)
-        guard let data = FileManager.default.contents(atPath: path) else {
+        let data: Data
+        do {
+            let descriptor = try PackFile.open(manifestName, in: directory)
+            defer { close(descriptor) }
+            data = try PackFile.readAll(descriptor, limit: PackFile.manifestLimit)
+        } catch .missing {
             throw AnnounceError(.badVoicePack, "voice pack manifest \(path) is missing or unreadable")
+        } catch {
+            throw AnnounceError(.badVoicePack, "voice pack manifest \(path) \(error)")
         }
         do {
             return try JSONDecoder().decode(VoicePackManifest.self, from: data)
@@ -112,10 +119,19 @@ public enum VoicePackLoader {
         func refuse(_ problem: String, cause: String? = nil) -> AnnounceError {
             AnnounceError(.badVoicePack, "voice pack clip \(file): \(problem)", cause: cause)
         }
-        guard FileManager.default.fileExists(atPath: path) else { throw refuse("file \(path) is missing") }
+        let descriptor: Int32
+        do {
+            descriptor = try PackFile.open(file, in: directory)
+        } catch .missing {
+            throw refuse("file \(path) is missing")
+        } catch {
+            throw refuse("\(error)")
+        }
+        defer { close(descriptor) }
         let audio: DecodedAudio
         do {
-            audio = try SoundFile.read(path: path, maximumFrames: Int(options.maximumClipSeconds * 192_000))
+            audio = try SoundFile.read(
+                descriptor: descriptor, path: path, maximumFrames: Int(options.maximumClipSeconds * 192_000))
         } catch {
             throw refuse("cannot be decoded", cause: error.description)
         }
@@ -129,6 +145,94 @@ public enum VoicePackLoader {
             return try preparer.prepare(audio.samples, sampleRate: audio.sampleRate)
         } catch {
             throw refuse(error.description)
+        }
+    }
+}
+
+/// The files of a voice pack, opened safely: only regular files inside the pack's own folder. A clip named
+/// `../../../etc/shadow`, or a link that leads out of the folder, is refused, and so is anything but a regular
+/// file: a FIFO would block the load forever, and with it a reload (SIGHUP) and the stop (SIGTERM).
+enum PackFile {
+    enum Problem: Error, CustomStringConvertible {
+        case missing
+        case outside(resolved: String, folder: String)
+        case notRegular(kind: String)
+        case unreadable(String)
+        case tooLarge(limit: Int)
+
+        var description: String {
+            switch self {
+            case .missing: "is missing"
+            case let .outside(resolved, folder): "is outside the voice pack folder \(folder) (it is \(resolved))"
+            case let .notRegular(kind): "is not a regular file (a \(kind)); only regular files are read"
+            case let .unreadable(reason): "cannot be read: \(reason)"
+            case let .tooLarge(limit): "is larger than \(limit) bytes"
+            }
+        }
+    }
+
+    /// Largest manifest read.
+    static let manifestLimit = 1 << 20
+
+    /// Opens `name` (relative to the pack folder `directory`) for reading, or says why not. Links are resolved first
+    /// and the file must lie inside the pack folder (itself resolved: a pack folder may be a link); then it is opened
+    /// without following a link and without blocking, and fstat must show a regular file before anything reads it.
+    /// The caller closes the descriptor.
+    static func open(_ name: String, in directory: String) throws(Problem) -> Int32 {
+        guard let folder = resolved(directory) else { throw .missing }
+        guard let path = resolved(directory + "/" + name) else {
+            if errno == ENOENT || errno == ENOTDIR { throw .missing }
+            throw .unreadable(String(cString: strerror(errno)))
+        }
+        guard path.hasPrefix(folder.hasSuffix("/") ? folder : folder + "/") else {
+            throw .outside(resolved: path, folder: folder)
+        }
+        let descriptor = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else { throw .unreadable(String(cString: strerror(errno))) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw .unreadable(reason)
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            throw .notRegular(kind: kind(info.st_mode))
+        }
+        return descriptor
+    }
+
+    /// The whole content of a regular file open as `descriptor`, up to `limit` bytes.
+    static func readAll(_ descriptor: Int32, limit: Int) throws(Problem) -> Data {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(String(cString: strerror(errno)))
+            }
+            if count == 0 { return data }
+            data.append(contentsOf: chunk[..<count])
+            if data.count > limit { throw .tooLarge(limit: limit) }
+        }
+    }
+
+    /// `path` with every link, `.` and `..` resolved (realpath), or nil with errno set.
+    private static func resolved(_ path: String) -> String? {
+        guard let pointer = realpath(path, nil) else { return nil }
+        defer { free(pointer) }
+        return String(cString: pointer)
+    }
+
+    private static func kind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: "FIFO"
+        case S_IFDIR: "folder"
+        case S_IFCHR: "character device"
+        case S_IFBLK: "block device"
+        case S_IFSOCK: "socket"
+        default: "special file"
         }
     }
 }

@@ -131,6 +131,10 @@ struct Status: ParsableCommand {
                     + status.totals.finished.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined()
                     + status.totals.refused.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined(),
             ]
+            if let moved = status.journal.recoveredFromCorruption {
+                lines.insert(
+                    "journal:  DAMAGED at start: moved to \(moved); this run began with an empty journal", at: 5)
+            }
             var audio = "audio:    device \(status.audio.device)"
             if let volume = status.audio.volume { audio += ", volume \(volume)%" }
             if let threshold = status.audio.threshold { audio += ", threshold \(threshold)%" }

@@ -109,6 +109,12 @@ struct Announced: AsyncParsableCommand {
     var maxClients: Int?
 
     @Option(
+        name: .customLong("reserved-clients"),
+        help: ArgumentHelp(
+            "Of --max-clients, how many only peers that may speak may use (default: a quarter).", valueName: "n"))
+    var reservedClients: Int?
+
+    @Option(
         name: .customLong("idle-timeout"), help: ArgumentHelp("Close idle connections after.", valueName: "duration"))
     var idleTimeout: String?
 
@@ -128,12 +134,8 @@ struct Announced: AsyncParsableCommand {
     var logLevel: String?
 
     func overrides() throws -> ConfigurationOverrides {
-        func duration(_ text: String?, _ flag: String) throws -> Double? {
-            guard let text else { return nil }
-            guard let seconds = Duration.parseSeconds(text) else {
-                throw ValidationError("--\(flag): not a duration (e.g. 90, 500ms, 10m, 24h)")
-            }
-            return seconds
+        func duration(_ text: String?, _ flag: String, _ key: String) throws -> Double? {
+            try Self.duration(text, flag: flag, key: key)
         }
         var overrides = ConfigurationOverrides()
         overrides.socketPath = socket
@@ -150,14 +152,14 @@ struct Announced: AsyncParsableCommand {
         overrides.language = lang
         overrides.logLevel = logLevel
         overrides.queueCapacity = queueCapacity
-        overrides.paymentTTLSeconds = try duration(paymentTTL, "payment-ttl")
-        overrides.statusTTLSeconds = try duration(statusTTL, "status-ttl")
-        overrides.dedupWindowSeconds = try duration(dedupWindow, "dedup-window")
+        overrides.paymentTTLSeconds = try duration(paymentTTL, "payment-ttl", "queue.payment_ttl")
+        overrides.statusTTLSeconds = try duration(statusTTL, "status-ttl", "queue.status_ttl")
+        overrides.dedupWindowSeconds = try duration(dedupWindow, "dedup-window", "queue.dedup_window")
         overrides.periodMicroseconds = periodMicroseconds
         overrides.periods = periods
         overrides.leadInMs = leadInMs
         overrides.keepDeviceOpen = keepOpen
-        overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit")
+        overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit", "audio.stall_limit")
         try audio.apply(to: &overrides)
         if let readingStyle {
             guard let style = ReadingStyle(rawValue: readingStyle) else {
@@ -167,13 +169,24 @@ struct Announced: AsyncParsableCommand {
         }
         overrides.liang = liang
         overrides.maxClients = maxClients
-        overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout")
-        overrides.requestTimeoutSeconds = try duration(requestTimeout, "request-timeout")
-        overrides.shutdownTimeoutSeconds = try duration(shutdownTimeout, "shutdown-timeout")
+        overrides.reservedClients = reservedClients
+        overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout", "limits.idle_timeout")
+        overrides.requestTimeoutSeconds = try duration(requestTimeout, "request-timeout", "limits.request_timeout")
+        overrides.shutdownTimeoutSeconds = try duration(shutdownTimeout, "shutdown-timeout", "limits.shutdown_timeout")
         return overrides
     }
 
     func validate() throws { _ = try overrides() }
+
+    /// A duration flag's seconds, within the range of its config key (`DaemonConfiguration.durationRanges`).
+    static func duration(_ text: String?, flag: String, key: String) throws -> Double? {
+        guard let text else { return nil }
+        do {
+            return try Duration.seconds(.text(text), within: DaemonConfiguration.durationRange(key))
+        } catch {
+            throw ValidationError("--\(flag): \(error) (like \(key) in the config file)")
+        }
+    }
 
     func run() async throws {
         let overrides = try overrides()

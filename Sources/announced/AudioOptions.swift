@@ -62,12 +62,9 @@ struct AudioOptions: ParsableArguments {
 
     /// Puts these flags into `overrides`; a value that cannot be used is a usage error naming the flag.
     func apply(to overrides: inout ConfigurationOverrides) throws {
-        func milliseconds(_ text: String?, _ flag: String) throws -> Int? {
-            guard let text else { return nil }
-            guard let seconds = Duration.parseSeconds(text) else {
-                throw ValidationError("--\(flag): not a duration (e.g. 30s, 500ms)")
-            }
-            return Int((seconds * 1000).rounded())
+        func milliseconds(_ text: String?, _ flag: String, _ key: String) throws -> Int? {
+            // In range (at most an hour) before it becomes an integer.
+            try Announced.duration(text, flag: flag, key: key).map { Int(($0 * 1000).rounded()) }
         }
         do throws(AnnounceError) {
             if mixer == "none" {
@@ -101,7 +98,8 @@ struct AudioOptions: ParsableArguments {
         overrides.audio.duckDecibels = duckDecibels.map(abs)  // "20" and "=-20" both mean 20 dB quieter
         overrides.audio.duckRampMs = duckRampMs
         overrides.audio.threadNice = threadNice
-        overrides.audio.giveUpAfterMs = try milliseconds(giveUpAfter, "device-give-up")
-        overrides.audio.maximumBackoffMs = try milliseconds(maximumBackoff, "device-retry-max")
+        overrides.audio.giveUpAfterMs = try milliseconds(giveUpAfter, "device-give-up", "audio.device_give_up")
+        overrides.audio.maximumBackoffMs = try milliseconds(
+            maximumBackoff, "device-retry-max", "audio.device_retry_max")
     }
 }

@@ -38,7 +38,7 @@ extension ALSAOnTheRig {
             let captured = try await rig.capture {
                 try sink.open(sampleRate: 16000)
                 _ = try sink.write(again[...], stop: { false })
-                _ = try sink.waitUntilPlayed { false }
+                _ = try sink.waitUntilPlayed { _ in false }
             }
             #expect(AudioMatch.correlation(expected: again, captured: captured).value > 0.99)
         }
@@ -83,11 +83,13 @@ extension ALSAOnTheRig {
             #expect(failures.load(ordering: .relaxed) >= 1, "the restart was not noticed")
             #expect(player.status().recoveries >= 1)
             // The capture is what played before the crash, then everything since: it must end with job 1 from
-            // its start, then 2 and 3, whole and in order.
-            let all = renders[0] + renders[1] + renders[2]
+            // its start, then 2 and 3, whole and in order, the pause between each.
+            let pause = [Int16](repeating: 0, count: settings.pauseMs * pack.sampleRate / 1000)
+            let all = renders[0] + pause + renders[1] + pause + renders[2]
             let match = AudioMatch.correlationAtEnd(expected: all, captured: captured)
             #expect(match.value > 0.9, "the capture does not end with jobs 1, 2, 3 in full (\(match.value))")
-            let swapped = AudioMatch.correlationAtEnd(expected: renders[0] + renders[2] + renders[1], captured: captured)
+            let swapped = AudioMatch.correlationAtEnd(
+                expected: renders[0] + pause + renders[2] + pause + renders[1], captured: captured)
             #expect(swapped.value < match.value - 0.1, "order not distinguishable (\(swapped.value))")
         }
     }

@@ -46,7 +46,7 @@ struct ALSAOnTheRig {
                 parameters = sink.parameters
                 let written = try sink.write(samples[...], stop: { false })
                 #expect(written == samples.count)
-                let finished = try sink.waitUntilPlayed(interrupt: { false })
+                let finished = try sink.waitUntilPlayed(interrupt: { _ in false })
                 #expect(finished)
                 sink.drain()
                 sink.close()
@@ -69,7 +69,7 @@ struct ALSAOnTheRig {
             let captured = try await rig.capture {
                 try sink.open(sampleRate: 16000)
                 _ = try sink.write(samples[...], stop: { false })
-                let finished = try sink.waitUntilPlayed(interrupt: { false })
+                let finished = try sink.waitUntilPlayed(interrupt: { _ in false })
                 #expect(finished)
                 sink.drop()
                 sink.close()
@@ -94,10 +94,10 @@ struct ALSAOnTheRig {
             let captured = try await rig.capture {
                 try sink.open(sampleRate: 16000)
                 _ = try sink.write(samples[...], stop: { false })
-                let finished = try sink.waitUntilPlayed(interrupt: { true })
+                let finished = try sink.waitUntilPlayed(interrupt: { _ in true })
                 #expect(!finished)
                 // Not dropped: the buffered rest plays out.
-                _ = try sink.waitUntilPlayed { false }
+                _ = try sink.waitUntilPlayed { _ in false }
             }
             let match = AudioMatch.correlation(expected: samples, captured: captured).value
             #expect(match > 0.99, "(\(match))")
@@ -172,7 +172,7 @@ struct ALSAOnTheRig {
                 try sink.open(sampleRate: 16000)
                 parameters = sink.parameters
                 _ = try sink.write(samples[...], stop: { false })
-                _ = try sink.waitUntilPlayed { false }
+                _ = try sink.waitUntilPlayed { _ in false }
                 sink.drain()
                 sink.close()
             }
@@ -194,7 +194,7 @@ struct ALSAOnTheRig {
                 // The writer is late: the buffer runs dry (the stream underruns) before the next write.
                 try await Task.sleep(for: .milliseconds(400))
                 _ = try sink.write(second[...], stop: { false })
-                _ = try sink.waitUntilPlayed { false }
+                _ = try sink.waitUntilPlayed { _ in false }
             }
             #expect(sink.status.xruns >= 1, "the underrun was not seen: \(sink.status)")
             #expect(AudioMatch.correlation(expected: first, captured: captured).value > 0.95)

@@ -5,9 +5,15 @@ import Synchronization
 
 /// A sound card that keeps a tape: records every sample written and every call, and injects faults on cue in
 /// the manner of swift-system's MockingDriver (a script of failures the code under test must survive).
+///
+/// It has a device buffer of `bufferFrames`: what is written goes into it, and comes out — is *heard*, appended
+/// to `heard` — when later writes push it out, or while the player waits for the tail to play (a period per
+/// step, and only when `playOut` lets it). A drop or a close without a drain discards what is in the buffer.
 final class RecordingSink: AudioSink, @unchecked Sendable {
     private let lock = NSLock()
     private var _samples: [Int16] = []
+    private var _heard: [Int16] = []
+    private var _buffer: [Int16] = []
     private var _calls: [String] = []
     private var _status = SinkStatus(device: "fake")
     private var isOpen = false
@@ -30,10 +36,23 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
     var xrunAtFrames: Set<Int> = []
     /// `waitUntilPlayed` throws this many times (the device dies while the tail plays).
     var waitFailures = 0
+    /// Frames the device holds before it plays them.
+    let bufferFrames: Int
+    /// While the player waits for the tail, each step asks this whether the device may play a period now; the
+    /// step waits (for `wake()` or 10 ms) while it says no. Nil: always.
+    var playOut: (() -> Bool)?
 
-    init(period: Int = 16) { self.period = period }
+    init(period: Int = 16, bufferPeriods: Int = 4) {
+        self.period = period
+        self.bufferFrames = period * bufferPeriods
+    }
 
+    /// Everything written, in order.
     var samples: [Int16] { lock.withLock { _samples } }
+    /// What left the device: what a listener heard.
+    var heard: [Int16] { lock.withLock { _heard } }
+    /// Frames in the device buffer now.
+    var pending: Int { lock.withLock { _buffer.count } }
     var calls: [String] { lock.withLock { _calls } }
     private func log(_ call: String) { lock.withLock { _calls.append(call) } }
 
@@ -73,9 +92,22 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
             if let frame = xrunAtFrames.first(where: { $0 > total && $0 <= total + (end - index) }) {
                 xrunAtFrames.remove(frame)
                 log("xrun")
-                lock.withLock { _status.xruns += 1 }
+                lock.withLock {
+                    _status.xruns += 1
+                    // Ran dry: everything in the buffer was played.
+                    _heard.append(contentsOf: _buffer)
+                    _buffer = []
+                }
             }
-            lock.withLock { _samples.append(contentsOf: samples[index..<end]) }
+            lock.withLock {
+                _samples.append(contentsOf: samples[index..<end])
+                _buffer.append(contentsOf: samples[index..<end])
+                let over = _buffer.count - bufferFrames
+                if over > 0 {
+                    _heard.append(contentsOf: _buffer.prefix(over))
+                    _buffer.removeFirst(over)
+                }
+            }
             written += end - index
             index = end
             afterPeriod?()
@@ -83,24 +115,51 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
         return written
     }
 
-    func waitUntilPlayed(interrupt: () -> Bool) throws(AnnounceError) -> Bool {
+    func pendingFrames() throws(AnnounceError) -> Int { pending }
+
+    func waitUntilPlayed(interrupt: (Int) -> Bool) throws(AnnounceError) -> Bool {
         if waitFailures > 0 {
             waitFailures -= 1
             log("vanished in tail")
             throw AnnounceError(.audioDevice, "injected: device vanished while playing out")
         }
+        while true {
+            let left = pending
+            if interrupt(left) { return false }
+            if left == 0 { break }
+            if let playOut, !playOut() {
+                _ = wakeSignal.wait(timeout: .now() + .milliseconds(10))
+                continue
+            }
+            lock.withLock {
+                let step = min(period, _buffer.count)
+                _heard.append(contentsOf: _buffer.prefix(step))
+                _buffer.removeFirst(step)
+            }
+        }
         log("played")
         return true
     }
 
-    func drain() { log("drain") }
-    func drop() { log("drop") }
+    func drain() {
+        lock.withLock {
+            _heard.append(contentsOf: _buffer)
+            _buffer = []
+        }
+        log("drain")
+    }
+
+    func drop() {
+        lock.withLock { _buffer = [] }
+        log("drop")
+    }
 
     func close() {
         let wasOpen = lock.withLock {
             defer {
                 isOpen = false
                 _status.isOpen = false
+                _buffer = []
             }
             return isOpen
         }

@@ -9,6 +9,7 @@ struct Item: Schedulable, Equatable, CustomStringConvertible {
     var value: Int
     var priority: JobPriority = .payment
     var expiresAt: UInt64?
+    var id: UInt64 { UInt64(value) }
 
     static func payment(_ value: Int) -> Item { Item(value: value) }
     static func urgent(_ value: Int) -> Item { Item(value: value, priority: .urgent) }
@@ -144,62 +145,129 @@ struct JobQueueTests {
         #expect(queue.snapshot.map(\.value) == [1, 3, 5])
     }
 
-    /// Many producers, one consumer: every accepted element comes out exactly once, and each producer's
-    /// elements in the order it sent them.
-    @Test func concurrentProducersLoseNothing() throws {
+    /// Many producers and one consumer at the same time (the consumer takes while the producers put): every
+    /// accepted element comes out exactly once, and each producer's elements in the order it sent them.
+    @Test func concurrentProducersAndAConsumerLoseNothing() throws {
         let queue = JobQueue<Item>(capacity: 100_000)
         let producers = 8
         let perProducer = 2_000
-        DispatchQueue.concurrentPerform(iterations: producers) { producer in
-            for index in 0..<perProducer { _ = try? queue.enqueue(.payment(producer * perProducer + index)) }
+        let seen = Mutex<[Int]>([])
+        let consumer = Thread {
+            while let item = queue.dequeue() {
+                seen.withLock { $0.append(item.value) }
+                queue.release(item.id)
+            }
         }
+        let done = DispatchSemaphore(value: 0)
+        let finished = Thread {
+            DispatchQueue.concurrentPerform(iterations: producers) { producer in
+                for index in 0..<perProducer { _ = try? queue.enqueue(.payment(producer * perProducer + index)) }
+            }
+            done.signal()
+        }
+        consumer.start()
+        finished.start()
+        done.wait()
+        // Some elements were taken while producers were still putting (the consumer started first).
         queue.close()
-        var seen: [Int] = []
-        while let item = queue.dequeue() { seen.append(item.value) }
-        #expect(seen.count == producers * perProducer)
-        #expect(Set(seen).count == seen.count)
+        while !consumer.isFinished { Thread.sleep(forTimeInterval: 0.001) }
+        let values = seen.withLock { $0 }
+        #expect(values.count == producers * perProducer)
+        #expect(Set(values).count == values.count)
         for producer in 0..<producers {
-            let mine = seen.filter { $0 / perProducer == producer }
+            let mine = values.filter { $0 / perProducer == producer }
             #expect(mine == mine.sorted())
         }
+        #expect(queue.inFlight.isEmpty)
+    }
+
+    @Test func aTakenElementStaysInFlightWhereACancelFindsIt() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        for value in 1...3 { try queue.enqueue(.payment(value)) }
+        let taken = try #require(queue.dequeue())
+        #expect(taken.value == 1 && queue.inFlight == [1])
+        #expect(!queue.isCancelRequested(1))
+        let (removed, flagged) = queue.cancel { $0 == 1 || $0 == 3 }
+        #expect(removed.map(\.value) == [3], "waiting: taken out")
+        #expect(flagged == [1], "in flight: flagged for the consumer")
+        #expect(queue.isCancelRequested(1))
+        queue.release(1)
+        #expect(queue.inFlight.isEmpty && !queue.isCancelRequested(1))
+        #expect(queue.snapshot.map(\.value) == [2])
+    }
+
+    @Test func restoreUndoesACancelInIDOrder() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        for value in 1...5 { try queue.enqueue(.payment(value)) }
+        try queue.enqueue(.urgent(6))
+        try queue.enqueue(.status(7))
+        let (removed, _) = queue.cancel { $0 % 2 == 0 || $0 == 7 }
+        #expect(removed.map(\.value) == [6, 2, 4, 7])
+        #expect(queue.restore(removed).isEmpty)
+        #expect(queue.snapshot.map(\.value) == [6, 1, 2, 3, 4, 5, 7], "back where they were")
+        // A status prompt whose slot a newer one took cannot go back: it is superseded.
+        let (status, _) = queue.cancel { $0 == 7 }
+        try queue.enqueue(.status(8))
+        #expect(queue.restore(status).map(\.value) == [7])
+        #expect(queue.snapshot.last?.value == 8)
     }
 }
 
 struct DedupWindowTests {
     @Test func anOrderIsRememberedForTheWindowThenForgotten() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 10_000))
-        #expect(window.lookup("A", nowMs: 10_000)?.jobID == 1)
-        #expect(window.lookup("A", nowMs: 10_999)?.jobID == 1)
-        #expect(window.lookup("B", nowMs: 10_500) == nil)
-        #expect(window.lookup("A", nowMs: 11_000) == nil, "the window is [accepted, accepted + window)")
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 10_000))
+        #expect(window.lookup("A", kind: .payment, nowMs: 10_000)?.jobID == 1)
+        #expect(window.lookup("A", kind: .payment, nowMs: 10_999)?.jobID == 1)
+        #expect(window.lookup("B", kind: .payment, nowMs: 10_500) == nil)
+        #expect(
+            window.lookup("A", kind: .payment, nowMs: 11_000) == nil, "the window is [accepted, accepted + window)")
         #expect(window.count == 0)
     }
 
     @Test func aReacceptedOrderIsNotForgottenWithItsOldEntry() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 0))
-        #expect(window.lookup("A", nowMs: 1_500) == nil)
-        window.insert(.init(order: "A", jobID: 2, acceptedAtMs: 1_500))
-        #expect(window.lookup("A", nowMs: 2_000)?.jobID == 2)
-        #expect(window.lookup("A", nowMs: 2_499)?.jobID == 2)
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 0))
+        #expect(window.lookup("A", kind: .payment, nowMs: 1_500) == nil)
+        window.insert(.init(order: "A", kind: .payment, jobID: 2, acceptedAtMs: 1_500))
+        #expect(window.lookup("A", kind: .payment, nowMs: 2_000)?.jobID == 2)
+        #expect(window.lookup("A", kind: .payment, nowMs: 2_499)?.jobID == 2)
     }
 
     @Test func entriesLoadedFromTheJournalCountFromTheirOwnAcceptance() {
         var window = DedupWindow(
             windowMs: 86_400_000,
             entries: [
-                .init(order: "old", jobID: 1, acceptedAtMs: 0), .init(order: "new", jobID: 2, acceptedAtMs: 86_000_000),
+                .init(order: "old", kind: .payment, jobID: 1, acceptedAtMs: 0),
+                .init(order: "new", kind: .payment, jobID: 2, acceptedAtMs: 86_000_000),
             ])
-        #expect(window.lookup("old", nowMs: 86_400_000) == nil)
-        #expect(window.lookup("new", nowMs: 86_400_000)?.jobID == 2)
+        #expect(window.lookup("old", kind: .payment, nowMs: 86_400_000) == nil)
+        #expect(window.lookup("new", kind: .payment, nowMs: 86_400_000)?.jobID == 2)
+    }
+
+    /// A prompt or a text with order id X does not block payment X, nor the other way round (issue 16, item 10).
+    @Test func eachKindOfJobHasItsOwnOrderIDs() {
+        var window = DedupWindow(windowMs: 1_000)
+        window.insert(.init(order: "X", kind: .prompt, jobID: 1, acceptedAtMs: 0))
+        #expect(window.lookup("X", kind: .payment, nowMs: 10) == nil)
+        #expect(window.lookup("X", kind: .text, nowMs: 10) == nil)
+        #expect(window.lookup("X", kind: .prompt, nowMs: 10)?.jobID == 1)
+        window.insert(.init(order: "X", kind: .payment, jobID: 2, acceptedAtMs: 20))
+        #expect(window.lookup("X", kind: .payment, nowMs: 30)?.jobID == 2)
+        #expect(window.lookup("X", kind: .prompt, nowMs: 30)?.jobID == 1, "the prompt's entry is still its own")
+        #expect(window.count == 2)
+        // Each expires on its own clock.
+        #expect(window.lookup("X", kind: .prompt, nowMs: 1_000) == nil)
+        #expect(window.lookup("X", kind: .payment, nowMs: 1_000)?.jobID == 2)
+        #expect(Utterance.prompt(name: "network-lost").dedupKind == .prompt)
+        #expect(Utterance.text("hi").dedupKind == .text)
     }
 
     @Test func aClockThatWentBackwardsForgetsNothingEarly() {
         var window = DedupWindow(windowMs: 1_000)
-        window.insert(.init(order: "A", jobID: 1, acceptedAtMs: 5_000))
-        window.insert(.init(order: "B", jobID: 2, acceptedAtMs: 4_000))
-        #expect(window.lookup("B", nowMs: 4_900)?.jobID == 2)
-        #expect(window.lookup("A", nowMs: 5_500)?.jobID == 1)
+        window.insert(.init(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 5_000))
+        window.insert(.init(order: "B", kind: .payment, jobID: 2, acceptedAtMs: 4_000))
+        #expect(window.lookup("B", kind: .payment, nowMs: 4_900)?.jobID == 2)
+        #expect(window.lookup("A", kind: .payment, nowMs: 5_500)?.jobID == 1)
     }
 }

@@ -57,8 +57,16 @@ struct PlayerTests {
         stateFile = MixerStateFile(path: "\(directory)/mixer-state.json")
     }
 
+    /// Settings with no pause between announcements (most tests compare the device's samples with the renders
+    /// back to back; the pause has its own tests).
+    static var gapless: Player.Settings {
+        var settings = Player.Settings()
+        settings.pauseMs = 0
+        return settings
+    }
+
     func start(
-        _ sink: RecordingSink, settings: Player.Settings = Player.Settings(), volume: VolumeGuard? = nil,
+        _ sink: RecordingSink, settings: Player.Settings = PlayerTests.gapless, volume: VolumeGuard? = nil,
         ducker: Ducker? = nil
     ) -> (JobQueue<Job>, Player, EventLog) {
         let queue = JobQueue<Job>(capacity: 16)
@@ -70,8 +78,16 @@ struct PlayerTests {
         return (queue, player, events)
     }
 
+    /// Cancels a job as the daemon does: flagged in the queue (or taken out of it), then the player woken.
+    @discardableResult
+    func cancel(_ id: UInt64, _ queue: JobQueue<Job>, _ player: Player) -> Bool {
+        let (removed, flagged) = queue.cancel { $0 == id }
+        if !flagged.isEmpty { player.wake() }
+        return !removed.isEmpty || !flagged.isEmpty
+    }
+
     func quickRetries(giveUpAfterMs: Int = 10_000) -> Player.Settings {
-        var settings = Player.Settings()
+        var settings = PlayerTests.gapless
         settings.recovery = RecoverySettings(initialBackoffMs: 1, maximumBackoffMs: 4, giveUpAfterMs: giveUpAfterMs)
         return settings
     }
@@ -90,12 +106,13 @@ struct PlayerTests {
         #expect(results.allSatisfy { $0.state == .spoken })
         let expected = try jobs.flatMap { try pack.render($0.announcement) }
         #expect(sink.samples == expected, "the device got exactly the three renders, in order, nothing between")
+        #expect(sink.heard == expected, "and played all of them")
         #expect(sink.calls == ["open(8000)", "played", "drain", "close"], "one open, one drain, at the end")
         #expect(results.map(\.frames) == (try jobs.map { try pack.render($0.announcement).count }))
     }
 
     @Test func theAudioThreadIsNamedAndRunsAtTheNiceValueItAskedFor() throws {
-        var settings = Player.Settings()
+        var settings = PlayerTests.gapless
         settings.threadNice = 5  // lowering one's own priority needs no privilege; −10 works the same way as root
         let (queue, player, _) = start(RecordingSink(), settings: settings)
         player.start()
@@ -124,7 +141,7 @@ struct PlayerTests {
 
     @Test func keepOpenHoldsTheDeviceBetweenBursts() throws {
         let sink = RecordingSink()
-        var settings = Player.Settings()
+        var settings = PlayerTests.gapless
         settings.keepOpen = true
         let (queue, player, events) = start(sink, settings: settings)
         player.start()
@@ -158,7 +175,7 @@ struct PlayerTests {
 
     @Test func leadInOnlyBeforeTheFirstJobOfABurst() throws {
         let sink = RecordingSink()
-        var settings = Player.Settings()
+        var settings = PlayerTests.gapless
         settings.leadInMs = 10
         let (queue, player, events) = start(sink, settings: settings)
         try queue.enqueue(Fixtures.job(1, "1", pack: pack))
@@ -171,7 +188,203 @@ struct PlayerTests {
         let second = try pack.render(Fixtures.job(2, "2", pack: pack).announcement)
         #expect(sink.samples == first + second)
         #expect(first.prefix(80).allSatisfy { $0 == 0 })
+        let results = events.waitFor(2)
+        #expect(results[0].leadInMs == 10 && results[1].leadInMs == nil)
+        let leadIn = try #require(results[0].leadInStartNanos)
+        #expect(try #require(results[0].firstSampleNanos) >= leadIn, "speech onset reported apart from the lead-in's")
     }
+
+    @Test func aPauseSeparatesTheAnnouncementsOfABurstButNeverPrecedesTheFirst() throws {
+        let sink = RecordingSink()
+        var settings = Player.Settings()
+        settings.pauseMs = 250
+        settings.leadInMs = 20
+        let (queue, player, events) = start(sink, settings: settings)
+        let jobs = try ["1", "22", "333"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        _ = events.waitFor(3)
+        queue.close()
+        player.join()
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        let pause = [Int16](repeating: 0, count: 250 * 8)
+        let leadIn = [Int16](repeating: 0, count: 20 * 8)
+        #expect(sink.samples == leadIn + renders[0] + pause + renders[1] + pause + renders[2])
+        #expect(sink.heard == sink.samples, "all of it played, silence included (no underrun between)")
+    }
+
+    @Test func aJobSoonAfterTheLastSoundStillGetsItsPauseOneLaterOnlyTheLeadIn() throws {
+        let sink = RecordingSink()
+        var settings = Player.Settings()
+        settings.pauseMs = 10_000
+        settings.leadInMs = 20
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        let jobs = try ["1", "2"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        try queue.enqueue(jobs[0])
+        _ = events.waitFor(1)
+        #expect(waitUntil { player.status().state == .idle }, "the burst ended")
+        try queue.enqueue(jobs[1])
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        let leadIn = 20 * 8
+        #expect(sink.samples.prefix(leadIn + renders[0].count) == (Array(repeating: 0, count: leadIn) + renders[0])[...])
+        // The second came within a second of the first's end: the rest of the 10 s pause, not just the lead-in.
+        let between = sink.samples.count - leadIn - renders[0].count - renders[1].count
+        #expect(between > 9 * 8_000 && between <= 10 * 8_000, "\(between) frames of silence between")
+        #expect(sink.samples.dropFirst(leadIn + renders[0].count).prefix(between).allSatisfy { $0 == 0 })
+        #expect(Array(sink.samples.suffix(renders[1].count)) == renders[1])
+    }
+
+    @Test func aJobLongAfterTheLastSoundGetsOnlyTheLeadIn() throws {
+        let sink = RecordingSink()
+        var settings = Player.Settings()
+        settings.pauseMs = 50
+        settings.leadInMs = 20
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        let jobs = try ["1", "2"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        try queue.enqueue(jobs[0])
+        _ = events.waitFor(1)
+        #expect(waitUntil { player.status().state == .idle })
+        Thread.sleep(forTimeInterval: 0.2)  // longer than the pause: only time has to pass, nothing to wait for
+        try queue.enqueue(jobs[1])
+        _ = events.waitFor(2)
+        queue.close()
+        player.join()
+        let leadIn = [Int16](repeating: 0, count: 20 * 8)
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        #expect(sink.samples == leadIn + renders[0] + leadIn + renders[1])
+    }
+
+    @Test func aJobIsSpokenOnlyOnceItsLastSampleHasLeftTheDevice() throws {
+        let sink = RecordingSink(period: 16, bufferPeriods: 8)
+        let mayPlay = Atomic<Bool>(false)
+        sink.playOut = { mayPlay.load(ordering: .relaxed) }
+        let (queue, player, events) = start(sink)
+        let job = try Fixtures.job(1, "100", pack: pack)
+        try queue.enqueue(job)
+        player.start()
+        let render = try pack.render(job.announcement)
+        #expect(waitUntil { sink.samples.count == render.count }, "all written")
+        // Written, but the device still holds its last 128 frames: not heard yet, so not spoken.
+        #expect(waitUntil { sink.calls.isEmpty == false })
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(events.all.filter { if case .finished = $0 { true } else { false } }.isEmpty, "\(events.all)")
+        #expect(sink.pending == 128)
+        mayPlay.store(true, ordering: .relaxed)
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.first?.state == .spoken)
+        #expect(sink.heard == render)
+        #expect(results.first?.heardAt != nil)
+    }
+
+    @Test func aJobIsConfirmedHeardWhileTheNextIsWrittenNotWhenTheBurstEnds() throws {
+        // Job 1's end leaves the 64-frame buffer while job 2 is being written: it is reported then.
+        let sink = RecordingSink(period: 16, bufferPeriods: 4)
+        let queue = JobQueue<Job>(capacity: 4)
+        let writtenAtFirstEnd = Mutex<Int?>(nil)
+        let events = EventLog()
+        let player = Player(queue: queue, pack: pack, sink: sink, settings: PlayerTests.gapless) { event in
+            if case let .finished(result) = event, result.id == 1 {
+                writtenAtFirstEnd.withLock { $0 = sink.samples.count }
+            }
+            events.record(event)
+        }
+        let jobs = try ["1", "987654321.99"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let ended = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(ended.map(\.id) == [1, 2])
+        let first = try pack.render(jobs[0].announcement).count
+        let total = sink.samples.count
+        let written = try #require(writtenAtFirstEnd.withLock { $0 })
+        #expect(written >= first + 64 && written <= first + 64 + 64, "heard once pushed out of the buffer: \(written)")
+        #expect(written < total, "while job 2 was still being written")
+    }
+
+    @Test func aDeviceFailureReplaysEveryJobNotHeardYetInOrder() throws {
+        // Job 1 is all written but its end is still in the 128-frame buffer when the device vanishes in job 2.
+        let sink = RecordingSink(period: 16, bufferPeriods: 8)
+        let jobs = try ["1", "22"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        sink.failWriteAtFrame = renders[0].count + 48
+        let (queue, player, events) = start(sink, settings: quickRetries())
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.id) == [1, 2] && results.allSatisfy { $0.state == .spoken }, "\(results)")
+        #expect(results.map(\.attempts) == [2, 2], "both played again from their start")
+        #expect(Array(sink.heard.suffix(renders[0].count + renders[1].count)) == renders[0] + renders[1])
+        #expect(sink.heard.count < 2 * renders[0].count + renders[1].count, "job 1 was heard only in part before")
+    }
+
+    @Test func cancellingAJobPlayingOutDropsTheBufferAndReplaysTheNextOne() throws {
+        let sink = RecordingSink(period: 16, bufferPeriods: 8)
+        let (queue, player, events) = start(sink)
+        let jobs = try ["1", "22"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        let once = Atomic<Bool>(false)
+        sink.afterPeriod = {
+            // Job 2 has begun; job 1's last 96 frames are still in the device.
+            if sink.samples.count >= renders[0].count + 32, !once.exchange(true, ordering: .relaxed) {
+                self.cancel(1, queue, player)
+            }
+        }
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.cancelled, .spoken])
+        #expect(results[1].attempts == 2)
+        #expect(Array(sink.heard.suffix(renders[1].count)) == renders[1], "job 2 heard whole")
+        #expect(!sink.heard.starts(with: renders[0]), "job 1 was cut: its end never played")
+    }
+
+    @Test func abortLeavesTheJobsInHandUnfinished() throws {
+        let sink = RecordingSink(period: 16)
+        sink.periodWait = .seconds(30)
+        let (queue, player, events) = start(sink)
+        try queue.enqueue(Fixtures.job(1, "987654321.99", pack: pack))
+        try queue.enqueue(Fixtures.job(2, "1", pack: pack))
+        player.start()
+        #expect(waitUntil { queue.inFlight == [1] })
+        _ = queue.closeNow()
+        player.abort()
+        player.join()
+        #expect(events.all.allSatisfy { if case .finished = $0 { false } else { true } }, "no end reported")
+        #expect(queue.inFlight.isEmpty, "given back")
+        #expect(sink.heard.isEmpty && sink.calls.contains("drop"))
+    }
+
+    @Test func progressGrowsWithEveryPeriodAndIsNilWhenIdle() throws {
+        let sink = RecordingSink(period: 16)
+        let seen = Mutex<[UInt64]>([])
+        let (queue, player, events) = start(sink)
+        sink.afterPeriod = { if let progress = player.progress { seen.withLock { $0.append(progress) } } }
+        #expect(player.progress == nil)
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        player.start()
+        _ = events.waitFor(1)
+        #expect(waitUntil { player.progress == nil }, "idle again")
+        queue.close()
+        player.join()
+        let values = seen.withLock { $0 }
+        // Read after every 16-frame period; the player adds what it wrote after each write of a few periods.
+        #expect(values.count > 10 && values == values.sorted(), "\(values)")
+        #expect(Set(values).count >= values.count / 8, "it grows as the job is written: \(values)")
+    }
+
+    func nextSamples(_ job: Job) -> [Int16] { (try? pack.render(job.announcement)) ?? [] }
 
     @Test func cancelStopsWithinAPeriodAndTheNextJobPlays() throws {
         let sink = RecordingSink(period: 16)
@@ -180,7 +393,7 @@ struct PlayerTests {
         let next = try Fixtures.job(2, "1", pack: pack)
         let cancelled = Atomic<Bool>(false)
         sink.afterPeriod = {
-            if sink.samples.count >= 64, !cancelled.exchange(true, ordering: .relaxed) { player.cancelCurrent(id: 1) }
+            if sink.samples.count >= 64, !cancelled.exchange(true, ordering: .relaxed) { cancel(1, queue, player) }
         }
         try queue.enqueue(long)
         try queue.enqueue(next)
@@ -189,10 +402,10 @@ struct PlayerTests {
         queue.close()
         player.join()
         #expect(results.map(\.state) == [.cancelled, .spoken])
-        #expect(results[0].frames <= 64 + 16, "stopped within one period of the cancel")
+        #expect(sink.samples.count - nextSamples(next).count <= 64 + 16, "stopped within one period of the cancel")
         #expect(sink.calls.contains("drop"))
-        let nextSamples = try pack.render(next.announcement)
-        #expect(Array(sink.samples.suffix(nextSamples.count)) == nextSamples)
+        #expect(Array(sink.samples.suffix(nextSamples(next).count)) == nextSamples(next))
+        #expect(Array(sink.heard.suffix(nextSamples(next).count)) == nextSamples(next), "the next one heard whole")
     }
 
     @Test func aCancelFromAnotherThreadWakesABlockedWrite() throws {
@@ -203,7 +416,8 @@ struct PlayerTests {
         try queue.enqueue(Fixtures.job(1, "987654321.99", pack: pack))
         player.start()
         #expect(waitUntil { sink.calls.contains("open(8000)") }, "the job is being written")
-        #expect(player.cancelCurrent(id: 1))
+        #expect(waitUntil { queue.inFlight == [1] })
+        #expect(cancel(1, queue, player))
         let results = events.waitFor(1)
         queue.close()
         player.join()
@@ -216,7 +430,7 @@ struct PlayerTests {
     @Test func cancellingAnotherJobIDDoesNothing() throws {
         let sink = RecordingSink()
         let (queue, player, events) = start(sink)
-        sink.afterPeriod = { _ = player.cancelCurrent(id: 99) }
+        sink.afterPeriod = { _ = self.cancel(99, queue, player) }
         try queue.enqueue(Fixtures.job(1, "100", pack: pack))
         player.start()
         let results = events.waitFor(1)
@@ -261,6 +475,8 @@ struct PlayerTests {
         #expect(results.first?.frames == render.count)
         // The interrupted start, then the whole job again.
         #expect(Array(sink.samples.suffix(render.count)) == render)
+        #expect(Array(sink.heard.suffix(render.count)) == render, "heard whole after the fragment")
+        #expect(results.first?.attempts == 2)
         #expect(sink.calls.contains("vanished"))
     }
 
@@ -276,7 +492,8 @@ struct PlayerTests {
         player.join()
         let render = try pack.render(job.announcement)
         #expect(results.first?.state == .spoken)
-        #expect(sink.samples == render + render)
+        #expect(sink.samples == render + render, "written once, then again after the device died in its tail")
+        #expect(Array(sink.heard.suffix(render.count)) == render)
     }
 
     @Test func aDeviceAwayForAWhileKeepsTheQueueAndEveryJobPlaysInOrder() throws {
@@ -332,7 +549,7 @@ struct PlayerTests {
         #expect(waitUntil { player.status().state == .recovering })
         let retryInMs = player.status().retryInMs ?? 0
         #expect(retryInMs > 1_000)
-        player.cancelCurrent(id: 1)
+        cancel(1, queue, player)
         let results = events.waitFor(1)
         queue.close()
         player.join()

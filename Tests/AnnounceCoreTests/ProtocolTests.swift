@@ -70,8 +70,10 @@ struct ProtocolTests {
     }
 
     @Test func accessNeededPerOperation() throws {
-        #expect(try decode(#"{"op":"say"}"#).requiredAccess() == .control)
-        #expect(try decode(#"{"op":"prompt"}"#).requiredAccess() == .control)
+        // Speaking needs `submit` (the push listener's role); cancelling, replaying, setting the volume `control`.
+        #expect(try decode(#"{"op":"say"}"#).requiredAccess() == .submit)
+        #expect(try decode(#"{"op":"prompt"}"#).requiredAccess() == .submit)
+        #expect(try decode(#"{"op":"text"}"#).requiredAccess() == .submit)
         #expect(try decode(#"{"op":"cancel"}"#).requiredAccess() == .control)
         #expect(try decode(#"{"op":"replay"}"#).requiredAccess() == .control)
         #expect(try decode(#"{"op":"volume","threshold":50}"#).requiredAccess() == .control)
@@ -80,7 +82,7 @@ struct ProtocolTests {
         for op in ["status", "queue", "history", "ping", "metrics"] {
             #expect(try decode(#"{"op":"\#(op)"}"#).requiredAccess() == .read)
         }
-        #expect(Access.control > Access.read && Access.read > Access.none)
+        #expect(Access.control > Access.submit && Access.submit > Access.read && Access.read > Access.none)
         #expect(throws: AnnounceError.self) { try decode(#"{"op":"sing"}"#).requiredAccess() }
     }
 

@@ -41,9 +41,14 @@ struct StatusCodingTests {
             ])
         status.lastError = ErrorInfo(code: "audio_device", message: "gone")
         status.retryInMs = 100
+        status.pauseMs = 500
         let decoded = try JSONDecoder().decode(AudioEngineStatus.self, from: JSONEncoder().encode(status))
         #expect(decoded == status)
-        #expect(decoded.volume?.level == 13 && decoded.volume?.everydayRaw == [76, 76])
+        #expect(decoded.volume?.level == 13 && decoded.volume?.everydayRaw == [76, 76] && decoded.pauseMs == 500)
+        // Every stored property is set above (none left at its default), so a field the written-out coding forgets
+        // makes the two differ.
+        let unset = Mirror(reflecting: status).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)
+        #expect(unset.isEmpty, "set these too: \(unset)")
         var other = decoded
         other.volume?.level = 14
         #expect(other != decoded && decoded.volume?.level == 13, "a value, not a shared box")

@@ -34,14 +34,15 @@ import Testing
             }
         }
 
-        /// Waits until a line contains every one of `parts` (or 10 s pass: false).
+        /// Waits until a line contains every one of `parts` (or 30 s pass: false). The lines are looked at once more
+        /// after the deadline: on a machine whose every thread is busy, this task may wake only after it.
         func waitFor(_ parts: String...) async -> Bool {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while ContinuousClock.now < deadline {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while true {
                 if lines.withLock({ $0.contains { line in parts.allSatisfy(line.contains) } }) { return true }
+                if ContinuousClock.now >= deadline { return false }
                 try? await Task.sleep(for: .milliseconds(10))
             }
-            return false
         }
 
         var text: String { lines.withLock { $0.joined(separator: "\n") } }

@@ -63,6 +63,40 @@ struct ListenerLogicTests {
         #expect(c.prompts.connectedPrompt == "server-connected")
     }
 
+    /// Every duration has a range, checked as the file is read: a huge `max_age` is an error naming the key, not an
+    /// integer overflow (SIGILL) when the verifier turns it into milliseconds (issue 16, item 8).
+    @Test(arguments: PushConfiguration.durationRanges.keys.sorted())
+    func aDurationOutOfItsRangeIsAnErrorNamingTheKey(key: String) {
+        let (section, name) = (key.split(separator: ".")[0], key.split(separator: ".")[1])
+        let range = PushConfiguration.durationRanges[key]!
+        let keys = "[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n"
+        for written in ["\"1e300s\"", "9223372036854775807", "\"\(Int(range.upperBound) + 1)s\""] {
+            var text = "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\n"
+            let setting = "\(name) = \(written)\n"
+            text += section == "broker" ? setting + keys : "\(keys)[\(section)]\n" + setting
+            let refused = #expect(throws: AnnounceError.self, "\(key) = \(written)") {
+                try PushConfiguration.parse(text, source: "push.toml")
+            }
+            let expected = "push.toml: \(key): must be \(Duration.describe(range: range)), not"
+            #expect(refused?.message.contains(expected) == true, "\(String(describing: refused))")
+        }
+    }
+
+    /// docs/push.md's table of duration ranges is the code's.
+    @Test func theDocumentedDurationRangesAreTheCodes() throws {
+        let text = try String(contentsOfFile: "\(Paths.root)/docs/push.md", encoding: .utf8)
+        let table = try #require(text.components(separatedBy: "| duration | range |").dropFirst().first)
+        var documented: [String: String] = [:]
+        for line in table.split(separator: "\n").dropFirst() {
+            guard line.hasPrefix("| `") else { break }
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            for key in cells[0].split(separator: ",") {
+                documented[key.trimmingCharacters(in: CharacterSet(charactersIn: " `"))] = cells[1]
+            }
+        }
+        #expect(documented == PushConfiguration.durationRanges.mapValues { Duration.describe(range: $0) })
+    }
+
     @Test func configurationMistakesNameTheKey() {
         let base = "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\n"
         let key = "[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n"

@@ -234,7 +234,7 @@ struct PushEndToEndTests {
     /// A listener whose user the daemon does not let speak (misconfigured access) is told so at start and loses
     /// nothing: the payment stays unacknowledged with the broker and is spoken once a permitted listener (same
     /// session) runs.
-    @Test func listenerWithoutControlAccessHoldsPaymentsUntilAllowed() async throws {
+    @Test func listenerWithoutSubmitAccessHoldsPaymentsUntilAllowed() async throws {
         try await withDaemon(rig: nil, device: "null") { daemon in
             try await withBroker { broker in
                 let setup = try PushSetup(broker: broker, socket: daemon.socket)
@@ -261,6 +261,33 @@ struct PushEndToEndTests {
                     throw error
                 }
                 #expect(try await daemon.jobs(order: "ACL-1").count == 1)
+            }
+        }
+    }
+
+    /// The listener needs no more than the daemon's `submit` role (say, prompt, text; issue 16, item 13), which
+    /// the shipped configuration gives it: with it, it does not complain at start, and a payment is spoken once.
+    @Test func aListenerWithTheSubmitRoleSpeaks() async throws {
+        let config = try Paths.temporaryDirectory("cfg")
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "[access]\nsubmit_users = [\"nobody\"]\n".write(
+            toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+        try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+            try await withBroker { broker in
+                let setup = try PushSetup(broker: broker, socket: daemon.socket)
+                defer { setup.remove() }
+                let listener = try await setup.startListener(as: .nobody)
+                do {
+                    try await setup.publish(["--order", "SUB-1", "9.00"])
+                    try await daemon.waitUntilSpoken(["SUB-1"])
+                    _ = try await listener.stop()
+                } catch {
+                    _ = try? await listener.stop()
+                    throw error
+                }
+                #expect(listener.logLines(containing: "does not let this user speak").isEmpty, "\(listener.log)")
+                #expect(listener.logLines(containing: "unauthorized").isEmpty, "\(listener.log)")
+                #expect(try await daemon.jobs(order: "SUB-1").count == 1)
             }
         }
     }

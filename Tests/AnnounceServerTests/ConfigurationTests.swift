@@ -38,6 +38,8 @@ struct ConfigurationTests {
             [access]
             control_users = ["root", 1000]
             control_groups = ["announce"]
+            submit_users = ["nobody", 4242]
+            submit_groups = ["4343"]
             read_users = ["nobody"]
             read_groups = []
             read_anyone = false
@@ -45,6 +47,7 @@ struct ConfigurationTests {
             [limits]
             max_request_bytes = 4096
             max_clients = 8
+            reserved_clients = 3
             idle_timeout = "2m"
             request_timeout = "500ms"
             write_timeout = 3
@@ -72,11 +75,14 @@ struct ConfigurationTests {
         #expect(c.volumeThreshold == 60)
         #expect(c.controlUsers == ["root", "1000"])
         #expect(c.controlGroups == ["announce"])
+        #expect(c.submitUsers == ["nobody", "4242"])
+        #expect(c.submitGroups == ["4343"])
         #expect(c.readUsers == ["nobody"])
         #expect(c.readGroups == [])
         #expect(!c.readAnyone)
         #expect(c.maxRequestBytes == 4096)
         #expect(c.maxClients == 8)
+        #expect(c.reservedClients == 3 && c.effectiveReservedClients == 3)
         #expect(c.idleTimeoutSeconds == 120)
         #expect(c.requestTimeoutSeconds == 0.5)
         #expect(c.writeTimeoutSeconds == 3)
@@ -120,6 +126,21 @@ struct ConfigurationTests {
         #expect(problems.contains("limits.idle_timeout"))
     }
 
+    /// Connections kept for peers that may speak (issue 16, item 9): a quarter of max_clients unless set, and
+    /// never all of them (readers keep at least one).
+    @Test func reservedClientsDefaultToAQuarterAndLeaveReadersASlot() {
+        var c = base
+        #expect(c.effectiveReservedClients == 16)
+        c.maxClients = 3
+        #expect(c.effectiveReservedClients == 0)
+        c.reservedClients = 3
+        #expect(c.problems() == ["limits.reserved_clients: must be 0 … max_clients − 1 (2), so that readers keep a slot"])
+        c.reservedClients = 2
+        #expect(c.problems().isEmpty)
+        #expect(c.summary.contains("reserved_clients = 2\n"))
+        #expect(base.summary.contains("reserved_clients = 16 (a quarter of max_clients)"))
+    }
+
     @Test func flagsWinOverTheFile() throws {
         let directory = try Paths.temporaryDirectory("cfg")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -136,7 +157,45 @@ struct ConfigurationTests {
         }
     }
 
-    @Test func durations() {
+    /// Every duration setting has a range, checked as the file is read: a huge value is a configuration error
+    /// naming the key, not an integer overflow (SIGILL) when it becomes milliseconds (issue 16, item 8).
+    @Test(arguments: DaemonConfiguration.durationRanges.keys.sorted())
+    func aDurationOutOfItsRangeIsAnErrorNamingTheKey(key: String) throws {
+        let (section, name) = (key.split(separator: ".")[0], key.split(separator: ".")[1])
+        let range = DaemonConfiguration.durationRange(key)
+        for written in ["\"1e300s\"", "9223372036854775807", "\"\(Int(range.upperBound) + 1)s\""] {
+            let text = "[\(section)]\n\(name) = \(written)\n"
+            let refused = #expect(throws: AnnounceError.self, "\(key) = \(written)") {
+                try ConfigFile.apply(text, source: "t.toml", onto: base)
+            }
+            let expected = "t.toml: \(key): must be \(Duration.describe(range: range)), not"
+            #expect(refused?.message.contains(expected) == true, "\(String(describing: refused))")
+        }
+        // The bounds themselves are fine.
+        for bound in [range.lowerBound, range.upperBound] {
+            let c = try ConfigFile.apply("[\(section)]\n\(name) = \(bound)\n", onto: base)
+            #expect(c.problems().isEmpty, "\(key) = \(bound): \(c.problems())")
+        }
+    }
+
+    /// The same ranges for a configuration built in code (or by flags): `problems()` names each one.
+    @Test func problemsNameEveryDurationOutOfRange() {
+        var c = base
+        c.dedupWindowSeconds = 1e300
+        c.historyRetentionSeconds = 1e300
+        c.paymentTTLSeconds = 8 * 86_400
+        c.audioStallLimitSeconds = 0
+        c.shutdownTimeoutSeconds = 1e18
+        let problems = c.problems()
+        #expect(problems.contains("queue.dedup_window: must be 0 … 366d, not 1e+300s"), "\(problems)")
+        #expect(problems.contains("queue.history_retention: must be 0 … 3660d, not 1e+300s"), "\(problems)")
+        #expect(problems.contains("queue.payment_ttl: must be 0 … 7d, not 8d"), "\(problems)")
+        #expect(problems.contains("audio.stall_limit: must be 1ms … 1h, not 0"), "\(problems)")
+        #expect(problems.contains("limits.shutdown_timeout: must be 1ms … 1d, not 1e+18s"), "\(problems)")
+        #expect(problems.count == 5, "\(problems)")
+    }
+
+    @Test func durations() throws {
         #expect(Duration.parseSeconds("90") == 90)
         #expect(Duration.parseSeconds("0.5") == 0.5)
         #expect(Duration.parseSeconds("500ms") == 0.5)
@@ -145,6 +204,12 @@ struct ConfigurationTests {
         #expect(Duration.parseSeconds("7d") == 604_800)
         #expect(Duration.parseSeconds("-1s") == nil)
         #expect(Duration.parseSeconds("soon") == nil)
+        #expect(Duration.parseSeconds(" 10 m ") == 600)
+        #expect(Duration.parseSeconds("1e400s") == nil, "not finite")
+        #expect(Duration.parseSeconds("1e308d") == nil, "not finite once in seconds")
+        #expect(Duration.parseSeconds("nan") == nil)
+        #expect(throws: Duration.Problem.self) { try Duration.seconds(.seconds(.infinity), within: 0...1) }
+        #expect(try Duration.seconds(.text("500ms"), within: 0...1) == 0.5)
         #expect(Duration.describe(86_400) == "\"1d\"")
         #expect(Duration.describe(90) == "\"90s\"")
         #expect(Duration.describe(0.25) == "\"250ms\"")
@@ -160,6 +225,19 @@ struct AccessPolicyTests {
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 1000, gid: 1000)) == .control)
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 500)) == .control)
         #expect(policy.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [20, 500])) == .control)
+    }
+
+    /// `submit` (say, prompt, text) sits between read and control: by user or by any of its groups, and control
+    /// wins where both are given (issue 16, item 13).
+    @Test func submitByUserOrAnyOfItsGroupsAndControlWins() {
+        var both = policy
+        both.submitUIDs = [4000, 1000]
+        both.submitGIDs = [700]
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 4000, gid: 4000)) == .submit)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [20, 700])) == .submit)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 1000, gid: 1000)) == .control)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 3000, gid: 3000, groups: [500, 700])) == .control)
+        #expect(both.access(for: PeerCredentials(pid: 1, uid: 2000, gid: 2000)) == .read)
     }
 
     @Test func readIsNarrowerUnlessAnyoneMayRead() {
@@ -250,6 +328,31 @@ struct ConfigurationDocumentTests {
         #expect(documented == defaults)
     }
 
+    /// The table of duration ranges is the code's.
+    @Test func theDocumentedDurationRangesAreTheCodes() throws {
+        let text = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
+        var documented: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("| `queue.") || line.hasPrefix("| `audio.")
+            || line.hasPrefix("| `limits.") || line.hasPrefix("| `keys.")
+        {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 2 else { continue }
+            for key in cells[0].split(separator: ",") {
+                documented[key.trimmingCharacters(in: CharacterSet(charactersIn: " `"))] = cells[1]
+            }
+        }
+        let code = DaemonConfiguration.durationRanges.mapValues { Duration.describe(range: $0) }
+        #expect(documented == code)
+    }
+
+    /// The example installed as /etc/announce/announced.toml gives the push listener the submit role, not control.
+    @Test func theShippedExampleMakesThePushListenerASubmitUser() throws {
+        let text = try String(contentsOfFile: "\(Paths.root)/examples/announced.toml", encoding: .utf8)
+        let c = try ConfigFile.apply(text, source: "examples/announced.toml", onto: DaemonConfiguration.defaults())
+        #expect(c.submitUsers == ["announce-push"] && c.controlUsers.isEmpty && c.controlGroups.isEmpty)
+        #expect(c.problems().isEmpty, "\(c.problems())")
+    }
+
     @Test func theShopExampleParses() throws {
         let c = try ConfigFile.apply(try tomlBlocks()[1], onto: DaemonConfiguration.defaults())
         #expect(c.problems().isEmpty, "\(c.problems())")
@@ -260,6 +363,31 @@ struct ConfigurationDocumentTests {
     @Test func theLockedDownExampleParses() throws {
         let c = try ConfigFile.apply(try tomlBlocks()[2], onto: DaemonConfiguration.defaults())
         #expect(c.socketMode == 0o660 && c.socketGroup == "announce" && !c.readAnyone)
-        #expect(c.controlUsers == ["announce-push"] && c.controlGroups == ["announce"])
+        #expect(c.submitUsers == ["announce-push"] && c.controlUsers == [] && c.controlGroups == ["announce"])
+    }
+}
+
+/// Admission of connections: readers never take the slots kept for peers that may speak (issue 16, item 9).
+struct ConnectionSlotsTests {
+    @Test func readersNeverTakeTheSlotsKeptForSpeakers() throws {
+        let slots = ConnectionSlots()
+        for held in 1...6 { #expect(try slots.admit(speaker: false, maximum: 8, reserved: 2) == held) }
+        #expect { try slots.admit(speaker: false, maximum: 8, reserved: 2) } throws: { error in
+            guard case .readersFull(8, 2)? = error as? ConnectionSlots.Refusal else { return false }
+            return true
+        }
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 7)
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 8)
+        #expect { try slots.admit(speaker: true, maximum: 8, reserved: 2) } throws: { error in
+            guard case .full(8)? = error as? ConnectionSlots.Refusal else { return false }
+            return true
+        }
+        // A speaker that leaves frees a slot for a speaker only; a reader that leaves, for anyone.
+        #expect(slots.release(speaker: true) == 7)
+        #expect(throws: ConnectionSlots.Refusal.self) { try slots.admit(speaker: false, maximum: 8, reserved: 2) }
+        #expect(slots.release(speaker: false) == 6)
+        #expect(try slots.admit(speaker: false, maximum: 8, reserved: 2) == 7)
+        // Refusals took nothing.
+        #expect(try slots.admit(speaker: true, maximum: 8, reserved: 2) == 8)
     }
 }

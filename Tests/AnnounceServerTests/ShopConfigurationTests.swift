@@ -70,6 +70,9 @@ struct ShopConfigurationTests {
             ("[keys]\ndevices = \"/dev/input/event3\"\n", "keys.devices: must be an array"),
             ("[keys]\nenabled = \"yes\"\n", "keys.enabled: must be true or false"),
             ("[keys]\nlong_press = \"forever\"\n", "keys.long_press: must be a duration"),
+            ("[keys]\nlong_press = \"100ms\"\n", "keys.long_press: must be 300ms … 10s, not 100ms"),
+            ("[keys]\nrepeat_interval = 0\n", "keys.repeat_interval: must be 50ms … 5s, not 0"),
+            ("[keys]\ndebounce = \"1s\"\n", "keys.debounce: must be 0 … 500ms, not 1s"),
             ("[reading]\nstyle = \"fancy\"\n", "reading.style: must be \"decimal\""),
             ("[reading]\nliang = 1\n", "reading.liang: must be true or false"),
             ("[reading]\ntone = 1\n", "reading.tone: unknown key"),
@@ -88,7 +91,6 @@ struct ShopConfigurationTests {
             ("[keys]\nmute = \"KEY_VOLUMEUP\"\n", "keys.mute: KEY_VOLUMEUP is already keys.volume_up"),
             ("[keys]\ntoday = \"KEY_VOLUMEDOWN\"\n", "keys.today: KEY_VOLUMEDOWN is a volume key"),
             ("[keys]\nvolume_step = 0\n", "keys.volume_step: must be 1…50"),
-            ("[keys]\nlong_press = \"100ms\"\n", "keys.long_press: must be 300 ms … 10 s"),
             ("[keys]\nenabled = true\nvolume_up = \"\"\nvolume_down = \"\"\nmute = \"\"\nreplay = \"\"\ntoday = \"\"\n",
              "keys: enabled, but no key does anything"),
         ] {

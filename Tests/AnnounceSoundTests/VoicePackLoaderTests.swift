@@ -293,3 +293,122 @@ struct VoicePackBuilderTests {
         #expect(result.stderr.contains("no recipe for language \"fr\""))
     }
 }
+
+/// A pack reads only regular files inside its own folder (issue 16, item 11): a clip path or a link that leads out
+/// of it is refused, and so is a FIFO, which used to block the load (and with it a reload and SIGTERM) forever.
+struct VoicePackContainmentTests {
+    func refusal(_ directory: String) -> String {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            _ = try VoicePackLoader.load(directory: directory)
+            return "loaded"
+        } catch {
+            #expect(error.code == .badVoicePack)
+            return error.description
+        }
+    }
+
+    /// A real clip outside the pack folder, named by a relative path (`../…`) or reached through a link.
+    @Test func refusesAClipOutsideThePackFolder() throws {
+        let folder = try Paths.temporaryDirectory("outside")
+        let outside = "\(folder)/bai.wav"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.copyItem(atPath: "\(Paths.voices)/zh/clips/bai.wav", toPath: outside)
+        let relative = "../" + outside.split(separator: "/").suffix(2).joined(separator: "/")
+
+        let byPath = refusal(
+            try packCopy { _, manifest in
+                var clips = manifest["clips"] as! [String: String]
+                clips["百"] = relative
+                manifest["clips"] = clips
+            })
+        #expect(byPath.contains("voice pack clip \(relative): is outside the voice pack folder"), "\(byPath)")
+        #expect(byPath.contains("(it is \(outside))"), "\(byPath)")
+
+        let deep = refusal(
+            try packCopy { _, manifest in
+                var clips = manifest["clips"] as! [String: String]
+                clips["百"] = "../../../../../../../../etc/hostname"
+                manifest["clips"] = clips
+            })
+        #expect(deep.contains("../etc/hostname: is outside the voice pack folder"), "\(deep)")
+
+        let byLink = refusal(
+            try packCopy { directory, _ in
+                try FileManager.default.removeItem(atPath: "\(directory)/clips/bai.wav")
+                try FileManager.default.createSymbolicLink(
+                    atPath: "\(directory)/clips/bai.wav", withDestinationPath: outside)
+            })
+        #expect(byLink.contains("voice pack clip clips/bai.wav: is outside the voice pack folder"), "\(byLink)")
+    }
+
+    /// Links inside the pack, and a pack folder that is itself a link, are fine.
+    @Test func linksWithinThePackAreFollowed() throws {
+        let directory = try packCopy { directory, _ in
+            try FileManager.default.moveItem(
+                atPath: "\(directory)/clips/bai.wav", toPath: "\(directory)/clips/bai-real.wav")
+            try FileManager.default.createSymbolicLink(
+                atPath: "\(directory)/clips/bai.wav", withDestinationPath: "bai-real.wav")
+        }
+        let link = directory + "-link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: directory)
+        defer {
+            try? FileManager.default.removeItem(atPath: link)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let pack = try VoicePackLoader.load(directory: link)
+        #expect(pack.clips["clips/bai.wav"]?.isEmpty == false)
+    }
+
+    /// Loads `directory` on a thread of its own; if the load is still blocked after `limit`, opens `fifo` for
+    /// writing and closes it, which ends the blocked open(2) and read(2), so that the test ends either way.
+    func loadUnblocking(_ directory: String, fifo: String, limit: Duration = .seconds(20)) async -> (String, Bool) {
+        let finished = AsyncStream<String>.makeStream()
+        Thread.detachNewThread {
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            do {
+                _ = try VoicePackLoader.load(directory: directory)
+                finished.continuation.yield("loaded")
+            } catch {
+                finished.continuation.yield("\(error)")  // "bad_voice_pack: …"
+            }
+            finished.continuation.finish()
+        }
+        let rescue = Task {
+            try await Task.sleep(for: limit)
+            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+        }
+        var iterator = finished.stream.makeAsyncIterator()
+        let message = await iterator.next() ?? "no result"
+        rescue.cancel()
+        let blocked = (try? await rescue.value) != nil
+        return (message, blocked)
+    }
+
+    @Test func refusesAFIFOClipWithoutBlocking() async throws {
+        var fifo = ""
+        let directory = try packCopy { directory, _ in
+            fifo = "\(directory)/clips/yuan.wav"
+            try FileManager.default.removeItem(atPath: fifo)
+            #expect(mkfifo(fifo, 0o644) == 0)
+        }
+        let (message, blocked) = await loadUnblocking(directory, fifo: fifo)
+        #expect(!blocked, "the load blocked on the FIFO until the test opened it")
+        #expect(
+            message.hasPrefix("bad_voice_pack: voice pack clip clips/yuan.wav: is not a regular file (a FIFO)"),
+            "\(message)")
+    }
+
+    @Test func refusesAFIFOManifestWithoutBlocking() async throws {
+        let directory = try packCopy { _, _ in }
+        let fifo = "\(directory)/manifest.json"
+        try FileManager.default.removeItem(atPath: fifo)
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let (message, blocked) = await loadUnblocking(directory, fifo: fifo)
+        #expect(!blocked, "the load blocked on the FIFO until the test opened it")
+        #expect(
+            message.hasPrefix("bad_voice_pack: voice pack manifest \(fifo) is not a regular file (a FIFO)"),
+            "\(message)")
+    }
+}

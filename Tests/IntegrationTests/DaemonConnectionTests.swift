@@ -153,6 +153,120 @@ extension DaemonIntegration {
             }
         }
 
+        /// A client that sends its request and shuts its writing side down (shutdown(SHUT_WR), what `echo … |
+        /// socat` does) is answered for every operation; one that closes completely has its request carried out
+        /// all the same (issue 16, item 7).
+        @Test func aClientThatShutsItsWritingSideIsAnsweredAndOneThatClosesIsServed() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                for request in [
+                    Request(id: "p", op: "ping"), Request(id: "s", op: "status"),
+                    Request(id: "q", op: "say", amount: "1.50", order: "half-1"),
+                ] {
+                    let connection = try RawConnection(path: daemon.socket)
+                    connection.write(String(decoding: try JSONEncoder().encode(request), as: UTF8.self) + "\n")
+                    connection.shutdownWrite()
+                    let reply = await connection.readResponse()
+                    #expect(
+                        reply?.ok == true && reply?.id == request.id,
+                        "\(request.op) after shutdown(SHUT_WR): \(String(describing: reply))")
+                    #expect(
+                        await connection.isClosedByPeer(within: .seconds(10)), "\(request.op): closed once answered")
+                }
+                let said = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
+                #expect(said.order == "half-1" && said.amount == "1.50")
+
+                // Closed completely before the daemon read a byte: the payment is still taken, once.
+                let gone = try RawConnection(path: daemon.socket)
+                gone.write(#"{"id":"g","op":"say","amount":"2.50","order":"gone-1"}"# + "\n")
+                gone.close()
+                let status = try await daemon.waitForStatus { $0.totals.accepted == 2 }
+                #expect(status.totals.accepted == 2)
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 5)).jobs)
+                #expect(history.map(\.order) == ["gone-1", "half-1"])
+                #expect(!daemon.log.contains("cannot read the peer's credentials"), "\(daemon.log)")
+            }
+        }
+
+        /// The example at the top of docs/protocol.md, run as written (only the socket path differs) with the real
+        /// socat: the acceptance reply, then the final one.
+        @Test func theDocumentedSocatExampleWorks() async throws {
+            let socat = "/usr/bin/socat"
+            try #require(FileManager.default.isExecutableFile(atPath: socat), "socat is installed by scripts/setup.sh")
+            let document = try String(contentsOfFile: "\(Paths.root)/docs/protocol.md", encoding: .utf8)
+            let example = try #require(
+                document.split(separator: "\n").first { $0.hasPrefix("$ echo") && $0.contains("| socat") })
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                let command = example.dropFirst(2).replacingOccurrences(
+                    of: "/run/announce/announce.sock", with: daemon.socket)
+                let result = try await run("/bin/sh", ["-c", command])
+                #expect(result.status == 0, "\(command): \(result)")
+                let replies = result.stdout.split(separator: "\n").map {
+                    try? JSONDecoder().decode(Response.self, from: Data($0.utf8))
+                }
+                #expect(replies.count == 2, "\(command): \(result)")
+                let accepted = replies.first ?? nil
+                let final = replies.last ?? nil
+                #expect(accepted?.ok == true && accepted?.done == false && accepted?.job?.state == .queued, "\(result)")
+                #expect(accepted?.id == "1" && accepted?.job?.order == "A1", "\(result)")
+                #expect(final?.ok == true && final?.done == true && final?.job?.state == .spoken, "\(result)")
+            }
+        }
+
+        /// Connections are kept for peers that may speak (issue 16, item 9): a read-only peer (another uid) that
+        /// takes every connection it can get is refused before the kept ones, and a control peer's `say` and a
+        /// submit peer's (the push listener's role) are answered at once while it holds them.
+        @Test func aReadOnlyPeerCannotTakeTheConnectionsKeptForSpeakers() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            // 8 connections, of which a quarter (2, the default) are kept.
+            try "[access]\nsubmit_users = [\"4242\"]\n[limits]\nmax_clients = 8\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            try await withDaemon(rig: nil, arguments: ["--config", "\(config)/a.toml"], device: "null") { daemon in
+                // The start-up probe's connection is gone: only this status request's own is counted.
+                try await daemon.waitForStatus { $0.clients == 1 }
+                let reader = try await RawConnection.open(8, to: daemon.socket, as: .nobody)
+                var held: [RawConnection] = []
+                var refusals: [String] = []
+                for connection in reader {
+                    connection.write(#"{"op":"status"}"# + "\n")
+                    let reply = await connection.readResponse()
+                    if reply?.ok == true {
+                        #expect(reply?.status?.peer?.uid == 65534 && reply?.status?.peer?.access == .read)
+                        held.append(connection)
+                    } else {
+                        refusals.append("\(reply?.error?.code ?? "none"): \(reply?.error?.message ?? "")")
+                    }
+                }
+                #expect(held.count == 6, "the reader holds max_clients − reserved_clients connections")
+                let busy =
+                    "busy: the daemon serves 6 connections at once to peers that may only read; 2 of its 8 are kept "
+                    + "for peers that may speak (limits.reserved_clients); try again"
+                #expect(refusals == [busy, busy], "\(refusals)")
+
+                let control = try RawConnection(path: daemon.socket)
+                control.write(#"{"id":"c","op":"say","amount":"1","order":"RES-1"}"# + "\n")
+                let controlReply = await control.readResponse()
+                #expect(
+                    controlReply?.ok == true && controlReply?.job?.order == "RES-1", "\(String(describing: controlReply))")
+                let submitter = try #require(
+                    try await RawConnection.open(1, to: daemon.socket, as: Identity(uid: 4242, gid: 4242)).first)
+                submitter.write(#"{"id":"s","op":"say","amount":"2","order":"RES-2"}"# + "\n")
+                let submitted = await submitter.readResponse()
+                #expect(submitted?.ok == true && submitted?.job?.order == "RES-2", "\(String(describing: submitted))")
+
+                // Every connection is in use now: even a peer that may speak waits for one.
+                let ninth = try RawConnection(path: daemon.socket)
+                ninth.write(#"{"op":"ping"}"# + "\n")
+                #expect(
+                    await ninth.readResponse()?.error?.message
+                        == "the daemon serves 8 connections at once (limits.max_clients); try again")
+                for connection in held + [control, submitter] { connection.close() }
+                try await daemon.waitForStatus { $0.clients == 1 && $0.queue.unfinished == 0 }
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 5)).jobs)
+                #expect(history.map(\.order) == ["RES-2", "RES-1"] && history.allSatisfy { $0.state == .spoken })
+            }
+        }
+
         @Test func tooManyClientsAreAnsweredBusy() async throws {
             try await withDaemon(rig: nil, arguments: ["--max-clients", "3"], device: "null") { daemon in
                 // A connection just closed (the start-up probe's) may hold its slot until the daemon reaps it:
@@ -200,6 +314,37 @@ extension DaemonIntegration {
                 #expect(try await daemon.ctl(["volume"], as: .nobody).status == 0)
                 #expect(try await daemon.reply(Request(op: "status")).status?.totals.accepted == 0, "nothing was said")
                 #expect(daemon.log.contains("request refused: unauthorized"))
+            }
+        }
+
+        /// The push listener's role (issue 16, item 13): a `submit` user makes the speaker speak (say, prompt,
+        /// text) but may not cancel, replay or change the volume.
+        @Test func aSubmitUserMaySpeakButNotCancelReplayOrSetTheVolume() async throws {
+            let config = try Paths.temporaryDirectory("cfg")
+            defer { try? FileManager.default.removeItem(atPath: config) }
+            try "[access]\nsubmit_users = [\"nobody\"]\n".write(
+                toFile: "\(config)/a.toml", atomically: true, encoding: .utf8)
+            let options = ["--config", "\(config)/a.toml"]
+            try await withDaemon(rig: nil, arguments: options, device: "null") { daemon in
+                let status = try await daemon.ctl(["status"], as: .nobody)
+                #expect(status.stdout.contains("uid 65534, gid 65534: submit"), "\(status)")
+                for arguments in [
+                    ["say", "--wait", "--order", "S-1", "100"], ["prompt", "network-lost"], ["text", "请到前台取货"],
+                ] {
+                    let allowed = try await daemon.ctl(arguments, as: .nobody)
+                    #expect(allowed.status == 0, "\(arguments): \(allowed)")
+                }
+                for arguments in [["cancel", "--all"], ["replay"], ["volume", "50"], ["volume", "--reset"]] {
+                    let refused = try await daemon.ctl(arguments, as: .nobody)
+                    #expect(refused.status == 3, "\(arguments): \(refused)")
+                    #expect(refused.stdout.contains("error: unauthorized"), "\(arguments): \(refused)")
+                    #expect(refused.stdout.contains("needs control access"), "\(arguments): \(refused)")
+                }
+                try await daemon.waitUntilIdle()
+                let history = try #require(try await daemon.reply(Request(op: "history", limit: 10)).jobs)
+                #expect(history.count == 3, "say, prompt and text; no replay: \(history)")
+                #expect(history.allSatisfy { $0.state == .spoken && $0.replayOf == nil }, "\(history)")
+                #expect(try await daemon.reply(Request(op: "volume")).volume?.thresholdSource != "set")
             }
         }
 

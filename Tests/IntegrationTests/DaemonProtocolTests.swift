@@ -155,6 +155,37 @@ extension DaemonIntegration {
             }
         }
 
+        /// A status prompt or a text sent with order id X does not block payment X (issue 16, item 10); each kind
+        /// still refuses its own duplicates, and keeps doing so after a restart.
+        @Test func promptsAndTextsHaveTheirOwnOrderIDs() async throws {
+            let directory = try Paths.temporaryDirectory("kinds")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let prompt = Request(op: "prompt", order: "X-1", prompt: "network-lost")
+            let text = Request(op: "text", order: "X-1", text: "请到前台取货")
+            let payment = Request(op: "say", amount: "8.50", order: "X-1")
+            let ids = try await withDaemon(rig: nil, device: "null", directory: directory) { daemon in
+                let first = try await daemon.reply(prompt)
+                #expect(first.ok, "\(first)")
+                let paid = try await daemon.reply(payment)
+                #expect(paid.ok && paid.job?.amount == "8.50", "payment X-1 after prompt X-1: \(paid)")
+                let said = try await daemon.reply(text)
+                #expect(said.ok, "text X-1 after payment X-1: \(said)")
+                for (request, original) in [(prompt, first), (payment, paid), (text, said)] {
+                    let again = try await daemon.reply(request)
+                    #expect(again.error?.code == "duplicate" && again.job?.id == original.job?.id, "\(again)")
+                }
+                try await daemon.waitUntilIdle()
+                return [first.job?.id, paid.job?.id, said.job?.id]
+            }
+            try await withDaemon(rig: nil, device: "null", directory: directory) { daemon in
+                for (request, id) in zip([prompt, payment, text], ids) {
+                    let again = try await daemon.reply(request)
+                    #expect(again.error?.code == "duplicate" && again.job?.id == id, "after a restart: \(again)")
+                }
+                #expect(try await daemon.reply(Request(op: "status")).status?.journal.dedupOrders == 3)
+            }
+        }
+
         @Test func orderIDsAreForgottenAfterTheWindow() async throws {
             try await withDaemon(rig: nil, arguments: ["--dedup-window", "1s"], device: "null") { daemon in
                 #expect(try await daemon.reply(Request(op: "say", amount: "1", order: "W-1", wait: true)).ok)

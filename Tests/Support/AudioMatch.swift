@@ -149,3 +149,141 @@ extension AudioMatch {
         return result
     }
 }
+
+/// One announcement (or a fragment of one) found in a capture by ``AudioMatch/hearings(of:in:)``.
+public struct Hearing: Sendable, CustomStringConvertible {
+    /// Where its first audible sample is in the capture.
+    public var start: Int
+    /// For each candidate, how many of its samples (from its own first audible sample) the capture matches from
+    /// `start` on, within a gain and at most one period's glitch at a time.
+    public var matched: [Int]
+    /// The candidate matched furthest (nil: the sound is none of them).
+    public var best: Int?
+    /// Whether `best` was heard to its last audible sample.
+    public var complete: Bool
+    /// Where the next search starts (just after what was matched).
+    public var end: Int
+
+    public var description: String {
+        let what = best.map { "candidate \($0) \(complete ? "complete" : "fragment of \(matched[$0]) samples")" }
+        return "at \(start): \(what ?? "unknown sound")"
+    }
+}
+
+extension AudioMatch {
+    /// Finds every announcement in `captured`, in order: at each onset, each candidate is aligned on its own
+    /// onset (within ±`search` samples), its gain estimated (the sink's volume scales what the monitor hears),
+    /// and followed sample by sample; a stretch that stops matching is tolerated only if the capture matches again
+    /// within `maxGlitch` samples of shift (one period of the rig's own glitches). A gap, a repeat or a cut longer
+    /// than that ends the match: the rest then starts no candidate and is reported as an unknown sound, or it
+    /// was a cut (a fragment). Complete means matched to the candidate's last audible sample.
+    public static func hearings(
+        of candidates: [[Int16]], in captured: [Int16], search: Int = 32, maxGlitch: Int = 160
+    ) -> [Hearing] {
+        let threshold: Int16 = 300
+        let onsets = candidates.map { onset($0, threshold: threshold) ?? 0 }
+        let ends = candidates.map { end($0, threshold: 64) ?? $0.count }
+        var result: [Hearing] = []
+        var position = 0
+        while position < captured.count {
+            guard let start = captured[position...].firstIndex(where: { abs(Int32($0)) >= Int32(threshold) }) else {
+                break
+            }
+            var matched: [Int] = []
+            for (index, candidate) in candidates.enumerated() {
+                matched.append(follow(candidate, from: onsets[index], in: captured, at: start, search: search,
+                                      maxGlitch: maxGlitch))
+            }
+            let bestIndex = matched.indices.max { matched[$0] < matched[$1] }
+            var hearing = Hearing(start: start, matched: matched, best: nil, complete: false, end: start + 1)
+            if let bestIndex, matched[bestIndex] >= 800 {
+                hearing.best = bestIndex
+                hearing.complete = onsets[bestIndex] + matched[bestIndex] >= ends[bestIndex]
+                hearing.end = start + matched[bestIndex]
+            } else {
+                // None of them: skip to the next stretch of silence.
+                var index = start
+                var quiet = 0
+                while index < captured.count && quiet < 1600 {
+                    quiet = abs(Int32(captured[index])) < 64 ? quiet + 1 : 0
+                    index += 1
+                }
+                hearing.end = index
+            }
+            result.append(hearing)
+            position = hearing.end
+        }
+        return result
+    }
+
+    /// How many samples of `expected` from `from` on the capture holds from `at` on: aligned within ±`search`,
+    /// scaled by a least-squares gain, each sample within 3 units (plus 0.5 %), glitches resynchronised within
+    /// ±`maxGlitch` samples.
+    static func follow(
+        _ expected: [Int16], from: Int, in captured: [Int16], at: Int, search: Int, maxGlitch: Int
+    ) -> Int {
+        let probe = min(1600, expected.count - from)
+        guard probe > 160 else { return 0 }
+        // Alignment: the lag with the best correlation over the first 0.1 s.
+        var bestLag = 0
+        var bestValue = -1.0
+        for lag in -search...search {
+            var dot = 0.0
+            var energy = 0.0
+            for index in 0..<probe {
+                let j = at + lag + index
+                guard j >= 0, j < captured.count else { continue }
+                let x = Double(expected[from + index])
+                let y = Double(captured[j])
+                dot += x * y
+                energy += y * y
+            }
+            let value = energy > 0 ? dot / energy.squareRoot() : -1
+            if value > bestValue {
+                bestValue = value
+                bestLag = lag
+            }
+        }
+        // Gain over the first 0.2 s.
+        var xy = 0.0
+        var xx = 0.0
+        for index in 0..<min(3200, expected.count - from) {
+            let j = at + bestLag + index
+            guard j >= 0, j < captured.count else { break }
+            let x = Double(expected[from + index])
+            xy += x * Double(captured[j])
+            xx += x * x
+        }
+        guard xx > 0, xy > 0 else { return 0 }
+        let gain = xy / xx
+        func same(_ i: Int, _ j: Int) -> Bool {
+            guard i < expected.count else { return false }
+            let heard = j >= 0 && j < captured.count ? Double(captured[j]) : 0
+            let want = gain * Double(expected[i])
+            return abs(heard - want) <= 3 + 0.005 * abs(want)
+        }
+        var i = from
+        var j = at + bestLag
+        while i < expected.count {
+            if same(i, j) {
+                i += 1
+                j += 1
+                continue
+            }
+            // A glitch: the next 32 samples must match again within ±maxGlitch of shift, within maxGlitch samples.
+            var resumed: (Int, Int)?
+            search: for ahead in stride(from: 0, through: maxGlitch, by: 8) where i + ahead + 32 <= expected.count {
+                let block = (i + ahead)..<(i + ahead + 32)
+                guard expected[block].contains(where: { abs(Int($0)) > 100 }) else { continue }
+                for shift in -maxGlitch...maxGlitch
+                where (0..<32).allSatisfy({ same(block.lowerBound + $0, j + ahead + shift + $0) }) {
+                    resumed = (block.lowerBound, j + ahead + shift)
+                    break search
+                }
+            }
+            guard let resumed else { break }
+            (i, j) = resumed
+        }
+        return i - from
+    }
+}

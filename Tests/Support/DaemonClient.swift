@@ -96,6 +96,26 @@ public final class RawConnection: @unchecked Sendable {
         fd = try Client.connectedSocket(path: path)
     }
 
+    /// Takes over a connected socket.
+    init(descriptor: Int32) {
+        fd = descriptor
+    }
+
+    /// Opens `count` connections to `path` as `identity`, as the daemon sees them: SO_PEERCRED records the
+    /// credentials of the thread that connects, so the connections are made on a thread of their own that takes
+    /// `identity` for itself alone. (glibc's setuid(2) and friends would change every thread of the test process;
+    /// the raw system calls change the calling thread only.) The effective ids change, the real and saved ones
+    /// stay root's, and the thread ends after connecting. The connections belong to the caller.
+    public static func open(
+        _ count: Int, to path: String, as identity: Identity
+    ) async throws -> [RawConnection] {
+        try await blocking {
+            try ThreadCredentials.withIdentity(identity) {
+                try (0..<count).map { _ in RawConnection(descriptor: try Client.connectedSocket(path: path)) }
+            }
+        }
+    }
+
     deinit { close() }
 
     public func close() {
@@ -122,6 +142,12 @@ public final class RawConnection: @unchecked Sendable {
 
     @discardableResult
     public func write(_ text: String) -> Bool { write(Array(text.utf8)) }
+
+    /// Shuts down the writing side only (shutdown(SHUT_WR)), as `echo … | socat` does once its input ends: the
+    /// peer reads end-of-file, and replies can still come back.
+    public func shutdownWrite() {
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_WR)) }
+    }
 
     /// Shuts the connection down both ways; safe while another thread is blocked on it.
     public func shutdownBoth() {
@@ -184,6 +210,36 @@ public final class RawConnection: @unchecked Sendable {
         }
         buffer += chunk[..<count]
         return true
+    }
+}
+
+/// Credentials for the calling thread only, through the raw system calls (see ``RawConnection/open(_:to:as:)``).
+enum ThreadCredentials {
+    // The system call numbers (Linux, <asm/unistd.h>).
+    #if arch(x86_64)
+    static let setgroups = 116, setresuid = 117, setresgid = 119
+    #elseif arch(arm64)
+    static let setgroups = 159, setresuid = 147, setresgid = 149
+    #endif
+
+    /// syscall(2), which Swift cannot call (it is variadic): glibc's is an assembly trampoline that takes its
+    /// arguments in the registers a non-variadic call uses.
+    typealias SystemCall = @convention(c) (Int, Int, Int, Int) -> Int
+
+    /// Runs `body` on this thread with `identity` as its effective credentials. Call it only on a thread that ends
+    /// afterwards (a `blocking` one): the thread is not given root's back.
+    static func withIdentity<T>(_ identity: Identity, _ body: () throws -> T) throws -> T {
+        guard let symbol = dlsym(nil, "syscall") else { throw HarnessError("no syscall symbol") }
+        let call = unsafeBitCast(symbol, to: SystemCall.self)
+        let unchanged = -1
+        var groups = identity.groups.map { gid_t($0) }
+        let grouped = groups.withUnsafeMutableBufferPointer { buffer in
+            call(setgroups, buffer.count, Int(bitPattern: buffer.baseAddress), 0)
+        }
+        guard grouped == 0, call(setresgid, unchanged, Int(identity.gid), unchanged) == 0,
+            call(setresuid, unchanged, Int(identity.uid), unchanged) == 0
+        else { throw HarnessError("cannot take uid \(identity.uid) on this thread: \(String(cString: strerror(errno)))") }
+        return try body()
     }
 }
 

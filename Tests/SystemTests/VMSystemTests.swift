@@ -69,10 +69,13 @@ import Testing
         let facts = try await VirtualMachineRun.shared.value.facts("access")
         #expect(facts.status("push_user_say") == 0 && facts["push_user_say"].contains("spoken"),
                 "announce-push could not make it speak: \(facts["push_user_say"])")
+        // It has the submit role (examples/announced.toml): it may speak, not cancel (exit 3, unauthorized).
+        #expect(facts.status("push_user_cancel") == 3 && facts["push_user_cancel"].contains("unauthorized"),
+                "\(facts["push_user_cancel"])")
         // Not in group announce: the socket's mode (0660) refuses the connection (exit 4: unreachable).
         #expect(facts.status("stranger_ping") == 4, "\(facts["stranger_ping"])")
         #expect(facts["stranger_ping"].contains("ermission denied"), "\(facts["stranger_ping"])")
-        // In group announce but not in control_users: may read, may not speak (exit 3: refused, unauthorized).
+        // In group announce but not in submit_users: may read, may not speak (exit 3: refused, unauthorized).
         #expect(facts.status("staff_say") == 3 && facts["staff_say"].contains("unauthorized"), "\(facts["staff_say"])")
         #expect(facts.status("staff_status") == 0, "\(facts["staff_status"])")
     }

@@ -17,6 +17,8 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
     public var state: DeviceState
     public var keepOpen: Bool
     public var leadInMs: Int
+    /// Silence between two announcements of a burst, milliseconds.
+    public var pauseMs: Int?
     /// Device failures since start (each one closed the device and retried the job).
     public var deviceFailures: Int
     /// Times the device came back after failing.
@@ -49,19 +51,21 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case sink, state, keepOpen, leadInMs, deviceFailures, recoveries, jobsGivenUp, lastError, retryInMs, volume,
-            ducking
+        case sink, state, keepOpen, leadInMs, pauseMs, deviceFailures, recoveries, jobsGivenUp, lastError, retryInMs,
+            volume, ducking
     }
 
     /// Written out, with `volume` out of line: with `VolumeStatus` (17 stored properties) inline, the synthesized
     /// decoder of this struct crashed in Swift 6.3.1 debug builds — a bad pointer in an outlined destroy when it
-    /// returned, for any input, even `{"sink":{…},"state":"idle",…}`. `StatusCodingTests` decodes one.
+    /// returned, for any input, even `{"sink":{…},"state":"idle",…}`. `StatusCodingTests` decodes one. A field added
+    /// to the struct must be added here and to `encode(to:)`: the round trip in `StatusCodingTests` sets every one.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         sink = try container.decode(SinkStatus.self, forKey: .sink)
         state = try container.decode(DeviceState.self, forKey: .state)
         keepOpen = try container.decode(Bool.self, forKey: .keepOpen)
         leadInMs = try container.decode(Int.self, forKey: .leadInMs)
+        pauseMs = try container.decodeIfPresent(Int.self, forKey: .pauseMs)
         deviceFailures = try container.decode(Int.self, forKey: .deviceFailures)
         recoveries = try container.decode(Int.self, forKey: .recoveries)
         jobsGivenUp = try container.decode(Int.self, forKey: .jobsGivenUp)
@@ -77,6 +81,7 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
         try container.encode(state, forKey: .state)
         try container.encode(keepOpen, forKey: .keepOpen)
         try container.encode(leadInMs, forKey: .leadInMs)
+        try container.encodeIfPresent(pauseMs, forKey: .pauseMs)
         try container.encode(deviceFailures, forKey: .deviceFailures)
         try container.encode(recoveries, forKey: .recoveries)
         try container.encode(jobsGivenUp, forKey: .jobsGivenUp)

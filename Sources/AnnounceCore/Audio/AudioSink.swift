@@ -7,9 +7,14 @@ public protocol AudioSink: AnyObject {
     /// `status`); throws only when the device is gone or unusable. Returns early, with the number of frames
     /// written, as soon as `stop` says so — checked at least once per period and whenever `wake()` is called.
     func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int
-    /// Waits until everything written has been played, checking `interrupt` at least once per period and on
-    /// `wake()`. Returns true when all was played, false when `interrupt` ended the wait first (nothing dropped).
-    func waitUntilPlayed(interrupt: () -> Bool) throws(AnnounceError) -> Bool
+    /// Frames written and not played yet: what the device (and a sound server behind it) still holds, ALSA's
+    /// delay. 0 once everything written has left the device. A job counts as heard only when its last frame
+    /// has left (docs/protocol.md, "Durability"), which the player learns from this.
+    func pendingFrames() throws(AnnounceError) -> Int
+    /// Waits until everything written has been played, calling `interrupt` with the frames still pending at
+    /// least once per period and on `wake()`. Returns true when all was played, false when `interrupt` ended the
+    /// wait first (nothing dropped).
+    func waitUntilPlayed(interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool
     /// Stops the stream after what was written has played (immediate after `waitUntilPlayed`).
     func drain()
     /// Discards whatever is still buffered (a cancel).

@@ -39,6 +39,8 @@ public enum JobPriority: String, Sendable, Codable, Equatable, CaseIterable, Com
 
 /// What the queue needs to know to order and expire an element.
 public protocol Schedulable: Sendable {
+    /// Unique, and growing with acceptance: the queue keeps each lane in id order.
+    var id: UInt64 { get }
     var priority: JobPriority { get }
     /// Monotonic deadline (``Monotonic/nanos``) after which the element is not played, or nil.
     var expiresAt: UInt64? { get }
@@ -87,16 +89,24 @@ public struct JobResult: Sendable, Equatable {
     public var id: UInt64
     public var state: JobState
     public var error: AnnounceError?
-    /// Accepted → first sample handed to ALSA, in nanoseconds.
+    /// Accepted → first sample of the announcement itself (after any lead-in) handed to ALSA, in nanoseconds.
     public var firstSampleNanos: UInt64?
-    /// Accepted → finished, in nanoseconds.
+    /// Accepted → first sample of the lead-in handed to ALSA, when the job started a stream with one.
+    public var leadInStartNanos: UInt64?
+    /// The lead-in played before it, milliseconds (nil: none).
+    public var leadInMs: Int?
+    /// Accepted → finished (for `spoken`: its last sample had left the device), in nanoseconds.
     public var finishedNanos: UInt64?
-    /// Frames written to the device.
+    /// Frames of the announcement.
     public var frames: Int
+    /// Times its playback began (more than 1: played again from its start after a device failure).
+    public var attempts: Int
+    /// When (``Monotonic/nanos``) its last sample was found to have left the device; nil unless heard.
+    public var heardAt: UInt64?
 
     public init(
         id: UInt64, state: JobState, error: AnnounceError? = nil, firstSampleNanos: UInt64? = nil,
-        finishedNanos: UInt64? = nil, frames: Int = 0
+        finishedNanos: UInt64? = nil, frames: Int = 0, attempts: Int = 0
     ) {
         self.id = id
         self.state = state
@@ -104,6 +114,7 @@ public struct JobResult: Sendable, Equatable {
         self.firstSampleNanos = firstSampleNanos
         self.finishedNanos = finishedNanos
         self.frames = frames
+        self.attempts = attempts
     }
 }
 

@@ -1,5 +1,3 @@
-import Foundation
-
 /// A bounded, lock-protected priority FIFO shared by the socket side (producers) and the audio thread (the
 /// consumer). Producers never block: a full queue refuses with `queue_full`, never drops silently. The
 /// consumer blocks on a condition variable, woken one waiter at a time.
@@ -10,7 +8,12 @@ import Foundation
 ///   newer status element replaces the waiting one (returned to the caller as superseded).
 /// - An element whose `expiresAt` has passed when its turn comes is not returned; it is handed to `onDiscard`
 ///   as `.expired` and the next one is taken.
-public final class JobQueue<Element: Schedulable>: @unchecked Sendable {
+///
+/// An element the consumer took stays *in flight* until the consumer `release`s it: a cancel finds it there
+/// (and flags it) in the same locked step that searches the waiting lanes, so no element is ever in neither
+/// place. Within a lane elements are in id order (ids grow with acceptance), which is how a cancel whose
+/// journal write failed puts its elements back where they were (`restore`).
+public final class JobQueue<Element: Schedulable>: Sendable {
     /// Why an element left the queue without being played.
     public enum Discard: Sendable, Equatable {
         case expired
@@ -46,182 +49,225 @@ public final class JobQueue<Element: Schedulable>: @unchecked Sendable {
             head = 0
             return removed
         }
+
+        /// Puts an element back in id order.
+        mutating func insertInOrder(_ element: Element) {
+            let index = items[head...].firstIndex { $0.id > element.id } ?? items.endIndex
+            items.insert(element, at: index)
+        }
     }
 
-    private let condition = NSCondition()
-    private var urgent = Lane()
-    private var payment = Lane()
-    private var status: Element?
-    private var closed = false
-    private var capacityValue: Int
-    private var discardHandler: (@Sendable (Element, Discard) -> Void)?
+    private struct State {
+        var urgent = Lane()
+        var payment = Lane()
+        var status: Element?
+        /// Taken by the consumer and not released yet: id → a cancel was asked for it.
+        var inFlight: [UInt64: Bool] = [:]
+        var closed = false
+        var capacity: Int
+        var discardHandler: (@Sendable (Element, Discard) -> Void)?
+
+        var isEmpty: Bool { urgent.isEmpty && payment.isEmpty && status == nil }
+        var bounded: Int { urgent.count + payment.count }
+    }
+
+    private let state: ConditionLock<State>
 
     public init(capacity: Int) {
         precondition(capacity > 0, "a queue needs room for at least one job")
-        self.capacityValue = capacity
+        state = ConditionLock(State(capacity: capacity))
     }
 
     /// Most `urgent` + `payment` elements waiting at once. May be changed while running (config reload);
     /// lowering it never drops what is already waiting.
     public var capacity: Int {
-        get { condition.withLock { capacityValue } }
+        get { state.withLock { $0.capacity } }
         set {
             precondition(newValue > 0, "a queue needs room for at least one job")
-            condition.withLock { capacityValue = newValue }
+            state.withLock { $0.capacity = newValue }
         }
     }
 
     /// Called (outside the lock, on the consumer's thread) for every element discarded at its turn.
     public func onDiscard(_ handler: @escaping @Sendable (Element, Discard) -> Void) {
-        condition.withLock { discardHandler = handler }
+        state.withLock { $0.discardHandler = handler }
     }
 
     /// Whether an element of `priority` would be accepted now (the bound, and not closed).
     public func hasRoom(for priority: JobPriority) -> Bool {
-        condition.withLock { !closed && (!priority.isBounded || urgent.count + payment.count < capacityValue) }
+        state.withLock { !$0.closed && (!priority.isBounded || $0.bounded < $0.capacity) }
     }
 
     /// Adds an element in its lane. Throws `queue_full` (never drops silently) or `shutting_down`.
-    /// `ignoringBound` is for jobs already accepted earlier (recovered from the journal after a restart).
-    /// Returns the status element this one replaced ("last one wins"), if any.
+    /// `ignoringBound` is for jobs already accepted (recovered from the journal after a restart, or committed
+    /// before a reload lowered the bound). Returns the status element this one replaced ("last one wins").
     @discardableResult
     public func enqueue(_ element: Element, ignoringBound: Bool = false) throws(AnnounceError) -> Element? {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !closed else { throw AnnounceError(.shuttingDown, "the daemon is shutting down") }
-        var replaced: Element?
-        switch element.priority {
-        case .urgent, .payment:
-            guard ignoringBound || urgent.count + payment.count < capacityValue else {
-                throw AnnounceError(
-                    .queueFull, "the queue is full (\(capacityValue) jobs waiting); nothing was dropped, try again")
+        let result: Result<Element?, AnnounceError> = state.withLock { state in
+            guard !state.closed else { return .failure(AnnounceError(.shuttingDown, "the daemon is shutting down")) }
+            var replaced: Element?
+            switch element.priority {
+            case .urgent, .payment:
+                guard ignoringBound || state.bounded < state.capacity else {
+                    return .failure(
+                        AnnounceError(
+                            .queueFull,
+                            "the queue is full (\(state.capacity) jobs waiting); nothing was dropped, try again"))
+                }
+                if element.priority == .urgent { state.urgent.append(element) } else { state.payment.append(element) }
+            case .status:
+                replaced = state.status
+                state.status = element
             }
-            if element.priority == .urgent { urgent.append(element) } else { payment.append(element) }
-        case .status:
-            replaced = status
-            status = element
+            return .success(replaced)
         }
-        condition.signal()
-        return replaced
+        state.signal()
+        return try result.get()
     }
 
-    /// Removes the next element to play, waiting until there is one. Returns nil once the queue is closed and
-    /// empty (or closed with `closeNow`), or when `deadline` (monotonic nanoseconds) passes.
+    /// Takes the next element to play, waiting until there is one, and holds it in flight until `release`.
+    /// Returns nil once the queue is closed and empty (or closed with `closeNow`), or when `deadline`
+    /// (monotonic nanoseconds) passes.
     public func dequeue(until deadline: UInt64? = nil) -> Element? {
         while true {
-            condition.lock()
-            while isEmpty {
-                if closed {
-                    condition.unlock()
-                    return nil
-                }
-                if let deadline {
-                    let now = Monotonic.nanos
-                    guard now < deadline else {
-                        condition.unlock()
-                        return nil
-                    }
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9))
-                } else {
-                    condition.wait()
-                }
+            let (element, expired, handler, done) = state.withLock(
+                when: { !$0.isEmpty || $0.closed }, until: deadline
+            ) { state -> (Element?, Element?, (@Sendable (Element, Discard) -> Void)?, Bool) in
+                guard !state.isEmpty else { return (nil, nil, nil, true) }
+                let (element, expired) = Self.takeNext(&state)
+                return (element, expired, state.discardHandler, false)
             }
-            let (element, expired, handler) = takeNext()
-            condition.unlock()
+            if done { return nil }
             if let element { return element }
             if let expired { handler?(expired, .expired) }
         }
     }
 
-    /// Removes the next element to play if there is one, without waiting.
+    /// Takes the next element to play if there is one, without waiting (held in flight until `release`).
     public func tryDequeue() -> Element? {
-        while true {
-            condition.lock()
-            guard !isEmpty else {
-                condition.unlock()
-                return nil
+        dequeue(until: 0)
+    }
+
+    /// The consumer is done with an element it took (played, failed, cancelled, or given back at shutdown).
+    public func release(_ id: UInt64) {
+        state.withLock { _ = $0.inFlight.removeValue(forKey: id) }
+    }
+
+    /// Whether a cancel was asked for an element in flight.
+    public func isCancelRequested(_ id: UInt64) -> Bool {
+        state.withLock { $0.inFlight[id] == true }
+    }
+
+    /// Ids of the elements in flight (taken by the consumer, not yet released).
+    public var inFlight: Set<UInt64> { state.withLock { Set($0.inFlight.keys) } }
+
+    /// Cancels in one step: removes the matching waiting elements and returns them in play order, and flags the
+    /// matching elements in flight (returned as `flagged`; the consumer sees `isCancelRequested` and stops).
+    public func cancel(where predicate: (UInt64) -> Bool) -> (removed: [Element], flagged: [UInt64]) {
+        state.withLock { state in
+            let removed = Self.remove(&state) { predicate($0.id) }
+            var flagged: [UInt64] = []
+            for (id, requested) in state.inFlight where predicate(id) {
+                if !requested { state.inFlight[id] = true }
+                flagged.append(id)
             }
-            let (element, expired, handler) = takeNext()
-            condition.unlock()
-            if let element { return element }
-            if let expired { handler?(expired, .expired) }
+            return (removed, flagged.sorted())
         }
+    }
+
+    /// Undoes `cancel`'s removal (its journal write failed): the elements go back where they were, in id order.
+    /// Returns a status element that could not go back because a newer one took its slot (superseded).
+    @discardableResult
+    public func restore(_ elements: [Element]) -> [Element] {
+        let superseded: [Element] = state.withLock { state in
+            var superseded: [Element] = []
+            for element in elements {
+                switch element.priority {
+                case .urgent: state.urgent.insertInOrder(element)
+                case .payment: state.payment.insertInOrder(element)
+                case .status:
+                    if let waiting = state.status, waiting.id > element.id {
+                        superseded.append(element)
+                    } else {
+                        if let waiting = state.status { superseded.append(waiting) }
+                        state.status = element
+                    }
+                }
+            }
+            return superseded
+        }
+        state.broadcast()
+        return superseded
     }
 
     /// Removes and returns every waiting element that matches, in play order.
     @discardableResult
     public func remove(where predicate: (Element) -> Bool) -> [Element] {
-        condition.lock()
-        defer { condition.unlock() }
-        var removed = urgent.remove(where: predicate) + payment.remove(where: predicate)
-        if let waiting = status, predicate(waiting) {
-            removed.append(waiting)
-            status = nil
-        }
-        return removed
+        state.withLock { Self.remove(&$0, where: predicate) }
     }
 
     /// The waiting elements in the order they would be played (expired ones included until their turn).
     public var snapshot: [Element] {
-        condition.lock()
-        defer { condition.unlock() }
-        return Array(urgent.waiting) + Array(payment.waiting) + (status.map { [$0] } ?? [])
+        state.withLock { Array($0.urgent.waiting) + Array($0.payment.waiting) + ($0.status.map { [$0] } ?? []) }
     }
 
     /// Every waiting element.
     public var count: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return urgent.count + payment.count + (status == nil ? 0 : 1)
+        state.withLock { $0.bounded + ($0.status == nil ? 0 : 1) }
     }
 
     /// Waiting elements that count toward the bound (`urgent` + `payment`).
     public var boundedCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return urgent.count + payment.count
+        state.withLock { $0.bounded }
     }
 
     /// Refuses new elements; the consumer drains what is left, then gets nil.
     public func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.closed = true }
+        state.broadcast()
     }
 
     /// Refuses new elements and takes every waiting one out, so the consumer gets nil after what it is playing.
     /// Returns what was waiting, in play order (a graceful shutdown leaves them in the journal).
     @discardableResult
     public func closeNow() -> [Element] {
-        condition.lock()
-        closed = true
-        var waiting = Array(urgent.waiting) + Array(payment.waiting)
-        if let status { waiting.append(status) }
-        urgent = Lane()
-        payment = Lane()
-        status = nil
-        condition.broadcast()
-        condition.unlock()
+        let waiting: [Element] = state.withLock { state in
+            state.closed = true
+            var waiting = Array(state.urgent.waiting) + Array(state.payment.waiting)
+            if let status = state.status { waiting.append(status) }
+            state.urgent = Lane()
+            state.payment = Lane()
+            state.status = nil
+            return waiting
+        }
+        state.broadcast()
         return waiting
     }
 
-    private var isEmpty: Bool { urgent.isEmpty && payment.isEmpty && status == nil }
+    private static func remove(_ state: inout State, where predicate: (Element) -> Bool) -> [Element] {
+        var removed = state.urgent.remove(where: predicate) + state.payment.remove(where: predicate)
+        if let waiting = state.status, predicate(waiting) {
+            removed.append(waiting)
+            state.status = nil
+        }
+        return removed
+    }
 
-    /// Under the lock: the next element, or an expired one to report (and the handler to report it with).
-    private func takeNext() -> (Element?, Element?, (@Sendable (Element, Discard) -> Void)?) {
+    /// Under the lock: the next element (now in flight), or an expired one to report.
+    private static func takeNext(_ state: inout State) -> (Element?, Element?) {
         let element: Element
-        if !urgent.isEmpty {
-            element = urgent.takeFirst()
-        } else if !payment.isEmpty {
-            element = payment.takeFirst()
+        if !state.urgent.isEmpty {
+            element = state.urgent.takeFirst()
+        } else if !state.payment.isEmpty {
+            element = state.payment.takeFirst()
         } else {
-            element = status!
-            status = nil
+            element = state.status!
+            state.status = nil
         }
         if let deadline = element.expiresAt, Monotonic.nanos >= deadline {
-            return (nil, element, discardHandler)
+            return (nil, element)
         }
-        return (element, nil, nil)
+        state.inFlight[element.id] = false
+        return (element, nil)
     }
 }

@@ -3,20 +3,32 @@ import Logging
 import Synchronization
 
 /// The audio thread: takes jobs from the queue one at a time, renders them with the voice pack and writes them
-/// to the sink.
+/// to the sink, and tells when each one has been *heard*.
 ///
-/// - Back-to-back jobs are written without draining in between (gapless); a job arriving while the last one's
-///   tail is still playing joins it without a gap too. The device drains — and, unless `keepOpen`, is
-///   released — only when the queue has run empty and everything was heard.
-/// - A burst (jobs until the queue runs empty) starts by asking the `VolumeGuard` (threshold, mute policy) and
-///   ducking other audio; both are put back after the burst, not between its jobs.
-/// - A cancel from another thread wakes the sink, which stops within a period; buffered audio is dropped.
-/// - A device failure closes the device and retries with backoff (`DeviceRecovery`), replaying the job from its
-///   start; the queue is kept. A job is reported failed only after `giveUpAfterMs` — never silently lost.
+/// - A job is heard when its last sample has left the device — the sink's delay says the device holds nothing
+///   of it any more — not when it was written. Only then is it reported `spoken` (docs/protocol.md,
+///   "Durability": a job not heard in full is spoken again). The player checks the delay after every period it
+///   writes and while the last job plays out, so a job is confirmed within a period of its end.
+/// - A burst (jobs until the queue runs empty and everything was heard) starts with `leadInMs` of silence on
+///   a freshly started stream (an amplifier or sound server that wakes on the stream does not clip the first
+///   syllable), and has `pauseMs` of silence between two announcements — written to the same running stream,
+///   so nothing underruns — so that two payments are heard as two. Never a pause before the first: only a job
+///   that starts less than `pauseMs` after the last sound stopped waits out the rest of the pause.
+/// - A burst starts by asking the `VolumeGuard` (threshold, mute policy) and ducking other audio; both are put
+///   back after the burst, not between its jobs. The device drains — and, unless `keepOpen`, is released —
+///   only when the queue has run empty and everything was heard.
+/// - A cancel (flagged in the queue by another thread, then `wake()`) stops within a period; buffered audio is
+///   dropped, and any other job whose end was still in the buffer is played again from its start.
+/// - A device failure closes the device and retries with backoff (`DeviceRecovery`), replaying from its start
+///   every job not yet heard; the queue is kept. A job is reported failed only after `giveUpAfterMs`.
+/// - `abort()` (a shutdown that ran out of time) stops at once and leaves the jobs in hand unfinished: not
+///   heard, so not reported — the journal still has them, and the next start speaks them.
 public final class Player: @unchecked Sendable {
     public struct Settings: Sendable, Equatable {
-        /// Silence before the first job of a burst, so an amplifier that wakes on signal does not clip it.
+        /// Silence before the first announcement of a burst, so an amplifier that wakes on signal does not clip it.
         public var leadInMs = 0
+        /// Silence between two announcements of a burst, so that they are heard as two.
+        public var pauseMs = 500
         /// Keep the PCM open between bursts (lowest latency) instead of releasing the device.
         public var keepOpen = false
         /// Retry and give-up times for a failing device.
@@ -29,10 +41,10 @@ public final class Player: @unchecked Sendable {
     }
 
     public enum Event: Sendable {
-        /// The job is being heard: its first audible sample has left the device's buffer, or the whole job was
-        /// written (again, on a replay after a device failure). `firstSampleNanos`: when its first sample was
-        /// handed to the device.
-        case started(id: UInt64, firstSampleNanos: UInt64)
+        /// The job's first sample was handed to the device: `attempt` 1, or a replay from its start after a
+        /// device failure or a cancel of another job.
+        case started(id: UInt64, attempt: Int)
+        /// How the job ended: `spoken` once its last sample has left the device, else failed or cancelled.
         case finished(JobResult)
         /// The device failed while playing `job`; what happens next.
         case deviceError(AnnounceError, job: UInt64, decision: DeviceRecovery.Decision)
@@ -40,16 +52,23 @@ public final class Player: @unchecked Sendable {
         case deviceRecovered(failures: Int)
     }
 
-    private struct Current {
-        var id: UInt64?
-        var cancel = false
-    }
-
     private struct Shared {
         var state: AudioEngineStatus.DeviceState = .idle
         var recovery: DeviceRecovery
         var lastError: AnnounceError?
         var retryAt: UInt64?
+        /// The job being written, else the oldest one playing out.
+        var playing: UInt64?
+        /// Jobs in hand: taken from the queue and not finished.
+        var busy = false
+    }
+
+    /// A job whose samples went (or are going) to the device and whose last sample has not been played yet.
+    private struct Unheard {
+        var job: Job
+        var result: JobResult
+        /// The stream frame just after its last sample, once it is all written.
+        var endFrame: UInt64?
     }
 
     private let queue: JobQueue<Job>
@@ -60,12 +79,32 @@ public final class Player: @unchecked Sendable {
     private let logger: Logger
     private let onEvent: @Sendable (Event) -> Void
     private let pack: Mutex<VoicePack>
-    /// The job playing now, and whether a cancel was asked for it.
-    private let current = Mutex(Current())
     private let shared: Mutex<Shared>
-    /// Signalled by `cancelCurrent`, to cut a backoff wait short.
+    /// Set by `wake()` when a cancel was flagged in the queue; the audio thread looks which of its jobs.
+    private let cancelSignal = Atomic<Bool>(false)
+    private let aborted = Atomic<Bool>(false)
+    /// Frames written plus device failures: grows while the audio thread makes progress (the watchdog's view).
+    private let progressCounter = Atomic<UInt64>(0)
+    /// Signalled by `wake()` and `abort()`, to cut a backoff wait short.
     private let wakeup = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
+
+    // The audio thread's own state.
+    /// Frames handed to the device since the player started (the stream position of what was written).
+    private var written: UInt64 = 0
+    private var unheard: [Unheard] = []
+    /// Jobs in hand to play again from their start (a device failure, or a cancel that dropped the buffer).
+    private var replay: [Job] = []
+    private var attempts: [UInt64: Int] = [:]
+    private var inBurst = false
+    private var ducked = false
+    /// The stream is running with sound written since it (re)started: the next job gets the pause, not the lead-in.
+    private var streamHasSound = false
+    /// The stream (re)starts with the next write (opened, dropped, drained): it gets the lead-in.
+    private var streamFresh = true
+    /// When sound last stopped (a burst ended, or a cancel dropped the buffer): a job that comes sooner than
+    /// `pauseMs` after it still gets its pause, in place of (or longer than) the lead-in.
+    private var lastSoundEnded: UInt64?
 
     public init(
         queue: JobQueue<Job>, pack: VoicePack, sink: any AudioSink, settings: Settings = Settings(),
@@ -83,7 +122,8 @@ public final class Player: @unchecked Sendable {
         self.shared = Mutex(Shared(recovery: DeviceRecovery(settings: settings.recovery)))
     }
 
-    /// Starts the audio thread. It runs until the queue is closed and empty.
+    /// Starts the audio thread. It runs until the queue is closed and empty (and everything written was heard),
+    /// or until `abort()`.
     public func start() {
         let thread = Thread { [self] in
             Self.nameThread("announce-audio")
@@ -106,34 +146,42 @@ public final class Player: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
-    /// Waits for the audio thread to finish (after `queue.close()`).
+    /// Waits for the audio thread to finish (after `queue.close()`/`closeNow()`, or `abort()`).
     public func join() { finished.wait() }
 
     /// Replaces the voice pack for jobs rendered from now on.
     public func replacePack(_ newPack: VoicePack) { pack.withLock { $0 = newPack } }
 
-    /// Stops the job that is playing if it is `id` (or any job if nil); returns whether one was stopped.
-    /// Any thread: the sink is woken and stops within a period.
-    @discardableResult
-    public func cancelCurrent(id: UInt64? = nil) -> Bool {
-        let cancelled = current.withLock { state in
-            guard let playing = state.id, id == nil || id == playing else { return false }
-            state.cancel = true
-            return true
-        }
-        if cancelled {
-            sink.wake()
-            wakeup.signal()
-        }
-        return cancelled
+    /// Wakes the audio thread to look at the cancels flagged in the queue (`JobQueue.cancel`). Any thread: the
+    /// job stops within a period.
+    public func wake() {
+        cancelSignal.store(true, ordering: .releasing)
+        sink.wake()
+        wakeup.signal()
     }
 
-    public var playingJobID: UInt64? { current.withLock { $0.id } }
+    /// Stops at once (a shutdown out of time): buffered audio is dropped and the jobs in hand are left
+    /// unfinished — no event — so that the journal speaks them at the next start. Any thread.
+    public func abort() {
+        aborted.store(true, ordering: .releasing)
+        sink.wake()
+        wakeup.signal()
+    }
+
+    /// The job being written, else the oldest one still playing out. Any thread.
+    public var playingJobID: UInt64? { shared.withLock { $0.playing } }
 
     /// While the device is being retried, the number of device failures so far (it grows with every attempt);
     /// nil otherwise. Cheap, for liveness checks. Any thread.
     public var recoveryAttempts: Int? {
         shared.withLock { $0.state == .recovering ? $0.recovery.failures : nil }
+    }
+
+    /// What the watchdog asks: nil while the audio thread has nothing in hand; else a number that grows with
+    /// every frame written and every device failure. The same number for long means a hung audio thread —
+    /// however long the announcement (free text may last minutes). Any thread.
+    public var progress: UInt64? {
+        shared.withLock { $0.busy } ? progressCounter.load(ordering: .relaxed) : nil
     }
 
     /// A snapshot of the device, recovery, volume and ducking state. Any thread.
@@ -143,6 +191,7 @@ public final class Player: @unchecked Sendable {
             sink: sink.status, state: shared.state, keepOpen: settings.keepOpen, leadInMs: settings.leadInMs,
             deviceFailures: shared.recovery.failures, recoveries: shared.recovery.recoveries,
             jobsGivenUp: shared.recovery.jobsGivenUp)
+        status.pauseMs = settings.pauseMs
         status.lastError = shared.lastError.map(ErrorInfo.init)
         if let retryAt = shared.retryAt {
             let now = Monotonic.nanos
@@ -168,41 +217,215 @@ public final class Player: @unchecked Sendable {
         }
     }
 
+    private var isAborted: Bool { aborted.load(ordering: .acquiring) }
+
     private func run() {
-        var inBurst = false
-        var ducked = false
-        var leadIn = settings.leadInMs
-        while let job = queue.dequeue() {
-            inBurst = true
-            let result: JobResult
-            if volume?.begin() == .muted {
-                result = JobResult(
-                    id: job.id, state: .failed, error: AnnounceError(.muted, "the output is muted (mute policy respect)"),
-                    finishedNanos: Monotonic.nanos - job.acceptedAt)
-            } else {
-                if !ducked, let ducker {
-                    ducker.duck()
-                    ducked = true
-                }
-                result = play(job, leadIn: leadIn)
-                if result.frames > 0 { leadIn = 0 }
-            }
-            onEvent(.finished(result))
-            if queue.count == 0 {
-                endBurst(ducked: ducked)
-                inBurst = false
-                ducked = false
-                leadIn = settings.leadInMs
+        while !isAborted, let job = nextJob() {
+            play(job)
+            if queue.count == 0 && replay.isEmpty { settle(untilIdle: false) }
+        }
+        // The queue is closed and empty: what is in hand still plays to its end (a graceful stop), unless aborted.
+        while !isAborted && (!unheard.isEmpty || !replay.isEmpty) {
+            if !replay.isEmpty { play(replay.removeFirst()) }
+            settle(untilIdle: true)
+        }
+        if isAborted {
+            sink.drop()
+            var left: [UInt64] = []
+            for id in unheard.map(\.job.id) + replay.map(\.id) where !left.contains(id) { left.append(id) }
+            unheard = []
+            replay = []
+            for id in left { queue.release(id) }
+            if !left.isEmpty {
+                logger.warning(
+                    "audio stopped with jobs not heard in full; the journal has them for the next start",
+                    metadata: ["jobs": "\(left)"])
             }
         }
-        if inBurst { endBurst(ducked: ducked) }
+        if inBurst { endBurst() }
         sink.close()
         ducker?.waitUntilIdle()
-        setState(.idle)
+        shared.withLock {
+            $0.state = .idle
+            $0.busy = false
+            $0.playing = nil
+        }
     }
 
-    /// The queue ran empty: stop the stream, release the device unless kept open, put the mixer back.
-    private func endBurst(ducked: Bool) {
+    /// The next job: one to play again first, else the queue's next (waiting for one).
+    private func nextJob() -> Job? {
+        if !replay.isEmpty { return replay.removeFirst() }
+        shared.withLock { $0.busy = false }
+        guard let job = queue.dequeue() else { return nil }
+        shared.withLock {
+            $0.busy = true
+            $0.recovery.jobStarted()
+        }
+        return job
+    }
+
+    /// Plays one job: starts the burst if needed, writes the lead-in or the pause, then the job, confirming
+    /// earlier jobs as heard as the device plays them. Returns once the job is all written (it is then
+    /// unheard until its end leaves the device), or has ended (failed, cancelled), or went back for a replay.
+    private func play(_ job: Job) {
+        if queue.isCancelRequested(job.id) {
+            return finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+        }
+        inBurst = true
+        if volume?.begin() == .muted {
+            return finish(
+                job,
+                JobResult(
+                    id: job.id, state: .failed, error: AnnounceError(.muted, "the output is muted (mute policy respect)"),
+                    finishedNanos: Monotonic.nanos - job.acceptedAt))
+        }
+        if !ducked, let ducker {
+            ducker.duck()
+            ducked = true
+        }
+        // A job composed with a particular voice pack (its language; before a reload) is rendered with it.
+        let pack = job.voice ?? self.pack.withLock { $0 }
+        let samples: [Int16]
+        var buildError: AnnounceError?
+        do {
+            samples = try pack.render(job.announcement)
+        } catch {
+            // The speech cannot be built: a chime is better than silence. Said so in the result and the log.
+            buildError = error
+            samples = (try? pack.renderChime()) ?? []
+        }
+        let attempt = (attempts[job.id] ?? 0) + 1
+        attempts[job.id] = attempt
+        var result = JobResult(id: job.id, state: buildError == nil ? .spoken : .failed, error: buildError)
+        result.attempts = attempt
+        result.frames = samples.count
+        do {
+            try sink.open(sampleRate: pack.sampleRate)
+            setState(.playing)
+            shared.withLock { $0.playing = job.id }
+            // In hand from here: a cancel or a device failure finds it among the unheard.
+            unheard.append(Unheard(job: job, result: result))
+            let silence: Int
+            if streamFresh {
+                var silenceMs = settings.leadInMs
+                if let ended = lastSoundEnded {
+                    silenceMs = max(silenceMs, settings.pauseMs - Int((Monotonic.nanos - ended) / 1_000_000))
+                }
+                silence = silenceMs * pack.sampleRate / 1000
+                if silence > 0 {
+                    unheard[unheard.count - 1].result.leadInStartNanos = Monotonic.nanos - job.acceptedAt
+                    unheard[unheard.count - 1].result.leadInMs = silenceMs
+                }
+            } else {
+                silence = streamHasSound ? settings.pauseMs * pack.sampleRate / 1000 : 0
+            }
+            guard try writeTracked([Int16](repeating: 0, count: silence)[...]) else { return }
+            streamFresh = false
+            if let index = unheard.firstIndex(where: { $0.job.id == job.id }) {
+                unheard[index].result.firstSampleNanos = Monotonic.nanos - job.acceptedAt
+            }
+            onEvent(.started(id: job.id, attempt: attempt))
+            guard try writeTracked(samples[...]) else { return }
+            if let index = unheard.firstIndex(where: { $0.job.id == job.id }) { unheard[index].endFrame = written }
+            streamHasSound = true
+            deviceWorked()
+        } catch {
+            deviceFailed(error, job: job)
+        }
+    }
+
+    /// Writes samples a period at a time, after each period confirming the jobs whose end the device has
+    /// played. Returns false when an abort, or a cancel that dropped the buffer, stopped it: the job being
+    /// written has then ended (cancelled) or gone back for a replay.
+    private func writeTracked(_ samples: ArraySlice<Int16>) throws(AnnounceError) -> Bool {
+        let chunk = max(64, sink.status.periodFrames ?? 160)
+        let stop = { self.isAborted || self.cancelSignal.load(ordering: .acquiring) }
+        var offset = samples.startIndex
+        while offset < samples.endIndex {
+            if isAborted { return false }
+            if cancelSignal.load(ordering: .acquiring) && handleCancels() { return false }
+            let count = try sink.write(samples[offset..<min(offset + chunk, samples.endIndex)], stop: stop)
+            written += UInt64(count)
+            progressCounter.add(UInt64(count), ordering: .relaxed)
+            offset += count
+            confirm(pending: try sink.pendingFrames())
+        }
+        return true
+    }
+
+    /// Confirms as heard every job whose last frame has left the device (`pending` frames are still in it).
+    private func confirm(pending: Int) {
+        let played = written - min(written, UInt64(max(0, pending)))
+        while let first = unheard.first, let end = first.endFrame, end <= played {
+            unheard.removeFirst()
+            var result = first.result
+            let now = Monotonic.nanos
+            result.finishedNanos = now - first.job.acceptedAt
+            result.heardAt = now
+            finish(first.job, result)
+        }
+        shared.withLock { $0.playing = unheard.first?.job.id }
+    }
+
+    /// Acts on the cancels flagged in the queue. A cancelled job waiting for a replay just ends; one in the
+    /// buffer makes the buffer be dropped: it ends `cancelled`, and every other job that was in the buffer is
+    /// played again from its start (its end was not heard). Returns whether the buffer was dropped.
+    private func handleCancels() -> Bool {
+        guard cancelSignal.exchange(false, ordering: .acquiringAndReleasing) else { return false }
+        // Decide before finishing any: a finished job is released from the queue, which forgets its flag.
+        let waiting = replay.filter { queue.isCancelRequested($0.id) }
+        replay.removeAll { queue.isCancelRequested($0.id) }
+        for job in waiting {
+            finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+        }
+        let cancelled = unheard.filter { queue.isCancelRequested($0.job.id) }
+        guard !cancelled.isEmpty else { return false }
+        sink.drop()
+        streamFresh = true
+        streamHasSound = false
+        lastSoundEnded = Monotonic.nanos
+        replay = unheard.filter { !queue.isCancelRequested($0.job.id) }.map(\.job) + replay
+        unheard = []
+        for entry in cancelled {
+            var result = entry.result
+            result.state = .cancelled
+            result.error = nil
+            result.finishedNanos = Monotonic.nanos - entry.job.acceptedAt
+            finish(entry.job, result)
+        }
+        shared.withLock { $0.playing = nil }
+        return true
+    }
+
+    /// Waits until the device has played everything written, confirming jobs as heard. A new job (unless
+    /// `untilIdle`: the last jobs of a graceful stop), an abort or a cancel that dropped the buffer ends the wait
+    /// early. Then, with nothing left to play, the burst ends.
+    private func settle(untilIdle: Bool) {
+        guard inBurst else { return }
+        do {
+            while !unheard.isEmpty && !isAborted {
+                let all = try sink.waitUntilPlayed { pending in
+                    confirm(pending: pending)
+                    return isAborted || cancelSignal.load(ordering: .acquiring) || (!untilIdle && queue.count > 0)
+                }
+                if all {
+                    confirm(pending: 0)
+                } else if cancelSignal.load(ordering: .acquiring) {
+                    if handleCancels() { return }
+                } else {
+                    return
+                }
+            }
+        } catch {
+            if let job = unheard.first?.job { deviceFailed(error, job: job) }
+            return
+        }
+        _ = handleCancels()
+        if unheard.isEmpty && replay.isEmpty && queue.count == 0 && !isAborted { endBurst() }
+    }
+
+    /// The burst is over: stop the stream, release the device unless kept open, put the mixer back.
+    private func endBurst() {
         sink.drain()
         if settings.keepOpen && sink.status.isOpen {
             setState(.open)
@@ -210,96 +433,61 @@ public final class Player: @unchecked Sendable {
             sink.close()
             setState(.idle)
         }
+        streamFresh = true
+        streamHasSound = false
+        lastSoundEnded = Monotonic.nanos
+        inBurst = false
         volume?.end()
-        if ducked { ducker?.restore() }
-    }
-
-    private func play(_ job: Job, leadIn: Int) -> JobResult {
-        current.withLock { $0 = Current(id: job.id) }
-        defer { current.withLock { $0 = Current() } }
-        while wakeup.wait(timeout: .now()) == .success {}  // forget wake-ups meant for an earlier job
-        // A job composed with a particular voice pack (its language; before a reload) is rendered with it.
-        let pack = job.voice ?? self.pack.withLock { $0 }
-        let samples: [Int16]
-        var buildError: AnnounceError?
-        do {
-            samples = try pack.render(job.announcement, leadInMs: leadIn)
-        } catch {
-            // The speech cannot be built: a chime is better than silence. Said so in the result and the log.
-            buildError = error
-            samples = (try? pack.renderChime(leadInMs: leadIn)) ?? []
-        }
-        let cancelled = { self.current.withLock { $0.cancel } }
-        shared.withLock { $0.recovery.jobStarted() }
-        while true {
-            if cancelled() {
-                return JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
-            }
-            do {
-                try sink.open(sampleRate: pack.sampleRate)
-                setState(.playing)
-                let firstSample = Monotonic.nanos
-                // `started` (journaled: after a crash the job is not spoken again) only once the first audible
-                // sample has left the device's buffer — the lead-in and a buffer and a period beyond it written —
-                // so that a crash before anything was heard replays the job instead of losing it.
-                let device = sink.status
-                let head = device.bufferFrames.map { buffer in
-                    min(samples.count, leadIn * pack.sampleRate / 1000 + buffer + (device.periodFrames ?? 0))
-                }
-                var frames = 0
-                if let head, head < samples.count {
-                    frames = try sink.write(samples[..<head], stop: cancelled)
-                    if frames == head { onEvent(.started(id: job.id, firstSampleNanos: firstSample)) }
-                    if !cancelled() { frames += try sink.write(samples[head...], stop: cancelled) }
-                } else {
-                    frames = try sink.write(samples[...], stop: cancelled)
-                    onEvent(.started(id: job.id, firstSampleNanos: firstSample))
-                }
-                if !cancelled(), queue.count == 0 {
-                    // The last job for now: wait until it has been heard (a new job or a cancel ends the wait).
-                    _ = try sink.waitUntilPlayed { cancelled() || self.queue.count > 0 }
-                }
-                let now = Monotonic.nanos
-                deviceWorked()
-                if cancelled() {
-                    sink.drop()
-                    return JobResult(
-                        id: job.id, state: .cancelled, firstSampleNanos: firstSample - job.acceptedAt,
-                        finishedNanos: now - job.acceptedAt, frames: frames)
-                }
-                return JobResult(
-                    id: job.id, state: buildError == nil ? .spoken : .failed, error: buildError,
-                    firstSampleNanos: firstSample - job.acceptedAt, finishedNanos: now - job.acceptedAt,
-                    frames: frames)
-            } catch {
-                sink.close()
-                let decision = deviceFailed(error)
-                onEvent(.deviceError(error, job: job.id, decision: decision))
-                switch decision {
-                case .giveUp:
-                    setState(.idle)
-                    return JobResult(
-                        id: job.id, state: .failed, error: error, finishedNanos: Monotonic.nanos - job.acceptedAt)
-                case let .retry(afterMs):
-                    _ = wakeup.wait(timeout: .now() + .milliseconds(afterMs))
-                }
-            }
+        if ducked {
+            ducker?.restore()
+            ducked = false
         }
     }
 
-    private func deviceFailed(_ error: AnnounceError) -> DeviceRecovery.Decision {
-        shared.withLock { shared in
+    /// Reports a job's end and gives it back to the queue.
+    private func finish(_ job: Job, _ result: JobResult) {
+        attempts[job.id] = nil
+        queue.release(job.id)
+        onEvent(.finished(result))
+    }
+
+    /// The device failed: close it, and every job not heard yet goes back to be played from its start after a
+    /// backoff — or, once the device has been away too long, the first of them is reported failed.
+    private func deviceFailed(_ error: AnnounceError, job: Job) {
+        sink.close()
+        streamFresh = true
+        streamHasSound = false
+        var again = unheard.map(\.job)
+        unheard = []
+        if !again.contains(where: { $0.id == job.id }) { again.append(job) }
+        replay = again + replay.filter { waiting in !again.contains { $0.id == waiting.id } }
+        let decision = shared.withLock { shared in
             let now = Monotonic.nanos
             let decision = shared.recovery.failed(at: now)
             shared.lastError = error
+            shared.playing = nil
             switch decision {
             case let .retry(afterMs):
                 shared.state = .recovering
                 shared.retryAt = now + UInt64(afterMs) * 1_000_000
             case .giveUp:
                 shared.retryAt = nil
+                shared.state = .idle
             }
             return decision
+        }
+        progressCounter.add(1, ordering: .relaxed)
+        onEvent(.deviceError(error, job: replay[0].id, decision: decision))
+        switch decision {
+        case .giveUp:
+            let failed = replay.removeFirst()
+            shared.withLock { $0.recovery.jobStarted() }
+            finish(
+                failed,
+                JobResult(id: failed.id, state: .failed, error: error, finishedNanos: Monotonic.nanos - failed.acceptedAt))
+        case let .retry(afterMs):
+            _ = wakeup.wait(timeout: .now() + .milliseconds(afterMs))
+            _ = handleCancels()
         }
     }
 

@@ -53,9 +53,11 @@ extension Request {
     /// What the operation needs: `control` to make the speaker speak or change it, `read` to look.
     public func requiredAccess() throws(AnnounceError) -> Access {
         switch try operation() {
-        case .say, .prompt, .text, .cancel, .replay: .control
+        case .say, .prompt, .text: .submit
+        case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
-        case .today: say == true ? .control : .read
+        // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.
+        case .today: say == true ? .submit : .read
         case .status, .queue, .history, .ping, .metrics: .read
         }
     }

@@ -12,15 +12,17 @@ public enum Operation: String, Sendable, CaseIterable, Codable {
     case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today
 }
 
-/// What a peer may do. `control` makes the speaker speak or changes it; `read` only looks.
+/// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
+/// listener's role); `control` also changes what others asked for or the speaker itself (cancel, replay, volume).
 public enum Access: String, Sendable, Codable, Comparable {
-    case none, read, control
+    case none, read, submit, control
 
     private var rank: Int {
         switch self {
         case .none: 0
         case .read: 1
-        case .control: 2
+        case .submit: 2
+        case .control: 3
         }
     }
 
@@ -176,18 +178,25 @@ public struct JobInfo: Codable, Sendable, Equatable {
     public var finishedAt: String?
     /// The ttl the job was accepted with, seconds (absent: none).
     public var ttl: Double?
-    /// Request received → first sample handed to ALSA, milliseconds (composing and the journal commit included).
+    /// Request received → first sample of the announcement handed to ALSA, milliseconds (composing and the
+    /// journal commit included; after the lead-in, if one was played before it).
     public var firstSampleMs: Double?
-    /// Request received → finished, milliseconds.
+    /// Request received → first sample of the lead-in handed to ALSA, when the job started a stream with one.
+    public var leadInStartMs: Double?
+    /// Request received → finished, milliseconds (for `spoken`: its last sample had left the device).
     public var finishedMs: Double?
     public var error: ErrorInfo?
+    /// Times its playback began, when more than zero (2 or more: played again from its start after its first
+    /// playing was cut off — a device failure, or a daemon that stopped before its end was heard).
+    public var attempts: Int?
 
     public init(
         id: UInt64, state: JobState, priority: JobPriority? = nil, text: String? = nil, tokens: [String]? = nil,
         amount: String? = nil, channel: String? = nil, refund: Bool? = nil, prompt: String? = nil,
         lang: String? = nil, order: String? = nil, replayOf: UInt64? = nil, position: Int? = nil,
         acceptedAt: String? = nil, startedAt: String? = nil, finishedAt: String? = nil, ttl: Double? = nil,
-        firstSampleMs: Double? = nil, finishedMs: Double? = nil, error: ErrorInfo? = nil
+        firstSampleMs: Double? = nil, finishedMs: Double? = nil, error: ErrorInfo? = nil, attempts: Int? = nil,
+        leadInStartMs: Double? = nil
     ) {
         self.id = id
         self.state = state
@@ -209,6 +218,8 @@ public struct JobInfo: Codable, Sendable, Equatable {
         self.firstSampleMs = firstSampleMs
         self.finishedMs = finishedMs
         self.error = error
+        self.attempts = attempts
+        self.leadInStartMs = leadInStartMs
     }
 }
 

@@ -39,23 +39,33 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
 
     public struct Journal: Codable, Sendable, Equatable {
         public var path: String
-        /// Jobs found accepted but unspoken in the journal at start (spoken after the restart).
+        /// Jobs found accepted and not heard in full in the journal at start (spoken after the restart).
         public var recoveredAtStart: Int
-        /// Jobs found playing at start (a crash mid-announcement), recorded `failed`/`interrupted`.
+        /// Of those, the jobs that were playing when the previous run ended: spoken again from their start.
         public var interruptedAtStart: Int
+        /// Changes (a job's start or end) not on disk yet: more than 0 only while the journal cannot be written
+        /// (a full disk), which `lastError` says. A job whose end is not recorded counts as unfinished.
+        public var unrecorded: Int?
+        public var lastError: ErrorInfo?
+        /// Whether the journal's reserve for a full disk is in place (false: spent; new jobs are refused).
+        public var reserve: Bool?
         /// Order ids remembered for de-duplication now, and for how long each is remembered.
         public var dedupOrders: Int
         public var dedupWindowSeconds: Double
+        /// The journal was found damaged at start: where the damaged file was moved (this run began with an empty
+        /// journal). Absent when it was sound.
+        public var recoveredFromCorruption: String?
 
         public init(
             path: String, recoveredAtStart: Int, interruptedAtStart: Int, dedupOrders: Int,
-            dedupWindowSeconds: Double
+            dedupWindowSeconds: Double, recoveredFromCorruption: String? = nil
         ) {
             self.path = path
             self.recoveredAtStart = recoveredAtStart
             self.interruptedAtStart = interruptedAtStart
             self.dedupOrders = dedupOrders
             self.dedupWindowSeconds = dedupWindowSeconds
+            self.recoveredFromCorruption = recoveredFromCorruption
         }
     }
 

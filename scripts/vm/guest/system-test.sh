@@ -142,13 +142,16 @@ step_confinement() {
 
 step_access() {
     # Who may talk to the daemon, as deployed: the push listener's user (group announce, and
-    # control_users in the example config) may make it speak; a user outside the group cannot connect.
+    # submit_users in the example config) may make it speak, but not cancel; a user outside the group cannot
+    # connect.
     # (A non-root announce-ctl looks for $XDG_RUNTIME_DIR/announce.sock unless told: name the socket.)
     local socket=/run/announce/announce.sock
     record push_user_say setpriv --reuid=announce-push --regid=announce-push --init-groups \
         announce-ctl say --socket "$socket" --wait 0.05
+    record push_user_cancel setpriv --reuid=announce-push --regid=announce-push --init-groups \
+        announce-ctl cancel --socket "$socket" --all
     record stranger_ping setpriv --reuid=nobody --regid=nogroup --clear-groups announce-ctl ping --socket "$socket"
-    # Staff (user clerk) in group announce may connect and read, but not make it speak (not in control_users).
+    # Staff (user clerk) in group announce may connect and read, but not make it speak (not in submit_users).
     useradd --no-create-home --groups announce clerk
     record staff_say setpriv --reuid=clerk --regid=clerk --init-groups announce-ctl say --socket "$socket" 0.06
     record staff_status setpriv --reuid=clerk --regid=clerk --init-groups announce-ctl status --socket "$socket"

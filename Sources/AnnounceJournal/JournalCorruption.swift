@@ -1,0 +1,95 @@
+import AnnounceCore
+import GRDB
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A journal file that SQLite finds damaged (a disk that lost sectors, a power cut on cheap flash, a file
+/// overwritten by hand) must not keep the speaker silent with no way back. Such a file is moved aside with its
+/// `-wal` and `-shm` as evidence (`journal.sqlite.corrupt-<UTC time>…`), and the daemon starts with an empty
+/// journal; it says so loudly and in `status` (docs/deployment.md, "A damaged journal").
+///
+/// Only damage is moved aside: SQLite's SQLITE_CORRUPT and SQLITE_NOTADB (also from `PRAGMA quick_check`). A
+/// journal that cannot be opened for another reason (permissions, a full disk, another daemon holding it) is an
+/// error as before, and nothing is touched.
+extension Journal {
+    /// Opens the journal with `open`, unless the file is damaged: then it is moved aside first and `open` starts a
+    /// new one. Returns the pool and where the damaged file went (nil: it was sound).
+    ///
+    /// The file is checked before `open` touches it, on a read-only connection (`PRAGMA quick_check`, which reads
+    /// every page): damage that opening alone does not see (a file cut short, a page overwritten) is found at start,
+    /// not at the first write of an accepted payment, and nothing is written to the evidence (a read-write
+    /// connection would checkpoint the `-wal` into the damaged file when it closes). Damage that only the read-write
+    /// open finds is handled the same way.
+    static func openingAsideIfCorrupt(
+        path: String, _ open: () throws -> DatabasePool
+    ) throws -> (pool: DatabasePool, movedAside: String?) {
+        if let damage = damage(at: path) {
+            let evidence = try moveAside(path, reason: damage)
+            return (try open(), evidence)
+        }
+        do {
+            return (try open(), nil)
+        } catch let error where isCorruption(error) {
+            let evidence = try moveAside(path, reason: error)
+            return (try open(), evidence)
+        }
+    }
+
+    /// Whether `error` says the database file is damaged (not merely unreachable).
+    static func isCorruption(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+    }
+
+    /// The damage a read-only look at the journal at `path` finds; nil if it is sound, absent, or cannot be read
+    /// for another reason (the read-write open then says what is wrong).
+    static func damage(at path: String) -> (any Error)? {
+        guard access(path, F_OK) == 0 else { return nil }
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            configuration.label = "announce.journal.check"
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            let findings = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            guard findings == ["ok"] else {
+                return DatabaseError(
+                    resultCode: .SQLITE_CORRUPT, message: "quick_check: " + findings.prefix(5).joined(separator: "; "))
+            }
+            return nil
+        } catch {
+            return isCorruption(error) ? error : nil
+        }
+    }
+
+    /// Renames the journal and its `-wal` and `-shm` to `<path>.corrupt-<UTC time>` (and `…-wal`, `…-shm`) in the
+    /// same folder. Returns the new name of the journal itself.
+    static func moveAside(_ path: String, reason: any Error, now: time_t = time(nil)) throws -> String {
+        var base = "\(path).corrupt-\(utcStamp(now))"
+        var attempt = 1
+        while access(base, F_OK) == 0 {
+            attempt += 1
+            base = "\(path).corrupt-\(utcStamp(now))-\(attempt)"
+        }
+        for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
+            guard rename(path + suffix, base + suffix) == 0 else {
+                throw AnnounceError(
+                    .journal, "the journal \(path) is damaged (\(reason)) and cannot be moved aside",
+                    cause: "rename \(path + suffix): \(String(cString: strerror(errno)))")
+            }
+        }
+        return base
+    }
+
+    /// `20261125T030303Z`.
+    static func utcStamp(_ time: time_t) -> String {
+        var seconds = time
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+    }
+}

@@ -1,0 +1,360 @@
+import AnnounceClient
+import AnnounceCore
+import AnnounceSound
+import AnnounceTestSupport
+import Foundation
+import Testing
+
+/// The daemon's one promise under faults: every accepted payment is heard in full exactly once.
+///
+/// Each seed makes a schedule: payments (some resent as duplicates, some sent by a client that hangs up without
+/// reading the reply), and faults at random moments — kill -9, SIGTERM and restart, SIGHUP, cancels, a full disk
+/// under the journal. The rig records everything the speaker plays, across every restart; afterwards the capture
+/// is searched for every payment's own samples (``AudioMatch/hearings(of:in:)``): each accepted payment must be
+/// heard complete exactly once (possibly after fragments cut off by a fault, each one followed at once by its
+/// complete hearing), or have been cancelled at a client's request; nothing else may be heard; the owner's volume
+/// must be back at the end. CI runs the seeds below; `scripts/fault-schedules.sh` runs hundreds.
+extension DaemonIntegration {
+    @Suite
+    struct FaultScheduleTests {
+        /// The seeds to run: `ANNOUNCE_FAULT_SEEDS` ("1-200", "7,9") or CI's three.
+        static var seeds: [UInt64] {
+            guard let text = ProcessInfo.processInfo.environment["ANNOUNCE_FAULT_SEEDS"] else { return [11, 12, 13] }
+            var seeds: [UInt64] = []
+            for part in text.split(separator: ",") {
+                let bounds = part.split(separator: "-").compactMap { UInt64($0) }
+                if bounds.count == 2 { seeds += Array(bounds[0]...bounds[1]) } else { seeds += bounds }
+            }
+            return seeds
+        }
+
+        /// Amounts whose renderings are all different and none a prefix of another (each ends with 元).
+        static let amounts = [
+            "1", "2.50", "38", "105", "1005", "66.60", "10010", "99.99", "7", "120", "3000", "4.05", "88", "560",
+        ]
+
+        @Test(arguments: seeds)
+        func everyAcceptedPaymentIsHeardInFullExactlyOnce(seed: UInt64) async throws {
+            var schedule = FaultSchedule(seed: seed, payments: 8, amounts: Self.amounts)
+            let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+            let renders = try schedule.payments.map { payment in
+                try pack.render(pack.composer.compose(amount: Amount(parsing: payment.amount)))
+            }
+            try await withRig { rig in
+                try await rig.setMixer("30%")
+                let owners = try await rig.mixer()
+                try await SmallDisk.withStateFilesystem(megabytes: 4) { directory, mount in
+                    try await withDaemonSet { daemons, _ in
+                        let config = "\(directory)/announced.toml"
+                        try "[queue]\ncapacity = 64\n".write(toFile: config, atomically: true, encoding: .utf8)
+                        let arguments = ["--config", config, "--mixer", "pulse", "--volume-threshold", "80%"]
+                        var run = ScheduleRun(
+                            schedule: schedule, daemons: daemons, directory: directory, mount: mount,
+                            arguments: arguments, rig: rig, config: config)
+                        let captured = try await rig.capture {
+                            try await run.play()
+                        }
+                        schedule = run.schedule
+                        let verdict = try Verdict(
+                            schedule: schedule, renders: renders, captured: captured, history: run.history)
+                        print("fault schedule \(seed): \(run.summary) — \(verdict.summary)")
+                        for problem in verdict.problems {
+                            Issue.record("seed \(seed): \(problem)\nevents: \(run.log.joined(separator: "; "))")
+                        }
+                        #expect(try await rig.mixer() == owners, "seed \(seed): the owner's volume is not back")
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A random generator that is the same on every machine for one seed (SplitMix64).
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What one seed does, decided up front.
+struct FaultSchedule {
+    struct Payment {
+        var order: String
+        var amount: String
+    }
+
+    enum Step: CustomStringConvertible {
+        /// Send payment `index`; `hangUp`: write the request and close without reading the reply.
+        case pay(Int, hangUp: Bool)
+        /// Send payment `index` again (a duplicate, as a second delivery channel would).
+        case resend(Int)
+        case kill
+        case term
+        case hangup
+        case cancel(Int)
+        case fillDisk
+        case freeDisk
+
+        var description: String {
+            switch self {
+            case let .pay(index, hangUp): hangUp ? "pay \(index) and hang up" : "pay \(index)"
+            case let .resend(index): "resend \(index)"
+            case .kill: "kill -9"
+            case .term: "SIGTERM"
+            case .hangup: "SIGHUP"
+            case let .cancel(index): "cancel \(index)"
+            case .fillDisk: "fill the disk"
+            case .freeDisk: "free the disk"
+            }
+        }
+
+        var isFault: Bool {
+            switch self {
+            case .pay(_, let hangUp): hangUp
+            case .resend: false
+            default: true
+            }
+        }
+    }
+
+    let seed: UInt64
+    let payments: [Payment]
+    /// Each step with the milliseconds to wait before it.
+    let steps: [(delayMs: Int, step: Step)]
+
+    init(seed: UInt64, payments count: Int, amounts: [String]) {
+        self.seed = seed
+        var random = SeededGenerator(seed: seed)
+        let chosen = amounts.shuffled(using: &random).prefix(count)
+        payments = chosen.enumerated().map { Payment(order: "S\(seed)-\($0.offset)", amount: $0.element) }
+        var steps: [Step] = []
+        for index in payments.indices {
+            steps.append(.pay(index, hangUp: Int.random(in: 0..<6, using: &random) == 0))
+        }
+        for index in payments.indices where Bool.random(using: &random) {
+            let sent = steps.firstIndex { if case .pay(index, _) = $0 { true } else { false } } ?? 0
+            steps.insert(.resend(index), at: Int.random(in: (sent + 1)...steps.count, using: &random))
+        }
+        // Two to five faults, anywhere after the first payment.
+        for _ in 0..<Int.random(in: 2...5, using: &random) {
+            let fault: Step
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<3: fault = .kill
+            case 3..<5: fault = .term
+            case 5..<7: fault = .hangup
+            case 7..<9: fault = .cancel(Int.random(in: payments.indices, using: &random))
+            default: fault = .fillDisk
+            }
+            let at = Int.random(in: 1...steps.count, using: &random)
+            steps.insert(fault, at: at)
+            if case .fillDisk = fault {
+                steps.insert(.freeDisk, at: Int.random(in: (at + 1)...steps.count, using: &random))
+            }
+        }
+        self.steps = steps.map { (Int.random(in: 0..<1_500, using: &random), $0) }
+    }
+}
+
+/// Carries a schedule out against real daemons, keeping one running.
+struct ScheduleRun {
+    var schedule: FaultSchedule
+    let daemons: DaemonSet
+    let directory: String
+    let mount: String
+    let arguments: [String]
+    let rig: Rig
+    let config: String
+    var daemon: DaemonProcess?
+    /// Job ids of the payments the daemon said it accepted (or answered `duplicate` for).
+    var accepted: [Int: UInt64] = [:]
+    /// Payments a client cancelled and the daemon said so.
+    var cancelled: Set<Int> = []
+    var history: [JobInfo] = []
+    var log: [String] = []
+    var faults: [String: Int] = [:]
+    /// Choices made while running (which reload, whether to free the disk before a restart): seeded too.
+    var random: SeededGenerator
+
+    init(
+        schedule: FaultSchedule, daemons: DaemonSet, directory: String, mount: String, arguments: [String],
+        rig: Rig, config: String
+    ) {
+        self.schedule = schedule
+        self.daemons = daemons
+        self.directory = directory
+        self.mount = mount
+        self.arguments = arguments
+        self.rig = rig
+        self.config = config
+        random = SeededGenerator(seed: schedule.seed ^ 0xA5A5)
+    }
+
+    var summary: String {
+        "\(schedule.payments.count) payments, faults \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })"
+    }
+
+    mutating func start() async throws -> DaemonProcess {
+        if let daemon { return daemon }
+        let started = try await daemons.start(rig: rig, arguments: arguments, directory: directory)
+        daemon = started
+        return started
+    }
+
+    mutating func play() async throws {
+        _ = try await start()
+        var diskFull = false
+        for (delayMs, step) in schedule.steps {
+            // Waiting here places the next step at a random moment of what is playing: not a synchronisation.
+            try await Task.sleep(for: .milliseconds(delayMs))
+            log.append("\(step)")
+            if step.isFault { faults["\(step)".split(separator: " ").first.map(String.init) ?? "", default: 0] += 1 }
+            switch step {
+            case let .pay(index, hangUp):
+                if hangUp {
+                    let connection = try RawConnection(path: try await start().socket)
+                    let line = String(decoding: try JSONEncoder().encode(request(index)), as: UTF8.self) + "\n"
+                    connection.write(line)
+                    connection.close()
+                } else {
+                    try await send(index)
+                }
+            case let .resend(index):
+                try await send(index)
+            case .kill:
+                _ = try await daemon?.stop(signal: SIGKILL)
+                daemon = nil
+                if diskFull && Bool.random(using: &random) {
+                    SmallDisk.free(mount)
+                    diskFull = false
+                }
+                _ = try await start()
+            case .term:
+                _ = try await daemon?.stop(signal: SIGTERM)
+                daemon = nil
+                _ = try await start()
+            case .hangup:
+                let capacity = [1, 2, 64][Int.random(in: 0..<3, using: &random)]
+                try "[queue]\ncapacity = \(capacity)\n".write(toFile: config, atomically: true, encoding: .utf8)
+                try await start().signal(SIGHUP)
+            case let .cancel(index):
+                guard let job = accepted[index] else { continue }
+                let reply = try await start().reply(Request(op: "cancel", job: job))
+                if reply.ok, reply.jobs?.contains(where: { $0.id == job && $0.state == .cancelled }) == true {
+                    cancelled.insert(index)
+                }
+            case .fillDisk:
+                try SmallDisk.fill(mount)
+                diskFull = true
+            case .freeDisk:
+                SmallDisk.free(mount)
+                diskFull = false
+            }
+        }
+        SmallDisk.free(mount)
+        // A client keeps its payment until the daemon has taken it: resend until accepted (or a duplicate).
+        for index in schedule.payments.indices {
+            var tries = 0
+            while accepted[index] == nil {
+                try await send(index)
+                tries += 1
+                if accepted[index] == nil {
+                    guard tries < 200 else { throw HarnessError("payment \(index) never accepted") }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
+        let daemon = try await start()
+        try await daemon.waitForStatus(timeout: .seconds(120)) {
+            $0.queue.unfinished == 0 && $0.queue.waiting == 0 && $0.queue.playing == nil
+        }
+        history = try #require(try await daemon.reply(Request(op: "history", limit: 200)).jobs)
+    }
+
+    func request(_ index: Int) -> Request {
+        let payment = schedule.payments[index]
+        return Request(op: "say", amount: payment.amount, order: payment.order)
+    }
+
+    /// Sends a payment and notes whether the daemon has it; refusals (full queue, full disk, stopping) and a
+    /// daemon that is down mean "not yet".
+    mutating func send(_ index: Int) async throws {
+        guard let daemon else { return }
+        guard let reply = try? await daemon.reply(request(index)) else { return }
+        if reply.ok || reply.error?.code == "duplicate", let job = reply.job {
+            accepted[index] = job.id
+        }
+    }
+}
+
+/// What the capture and the journal say about a schedule.
+struct Verdict {
+    var problems: [String] = []
+    var heardOnce = 0
+    var fragments = 0
+    var cancelled = 0
+
+    init(schedule: FaultSchedule, renders: [[Int16]], captured: [Int16], history: [JobInfo]) throws {
+        let hearings = AudioMatch.hearings(of: renders, in: captured)
+        var complete = [Int](repeating: 0, count: renders.count)
+        for (position, hearing) in hearings.enumerated() {
+            guard let best = hearing.best else {
+                problems.append("a sound that is no payment: \(hearing)")
+                continue
+            }
+            if hearing.complete {
+                complete[best] += 1
+                continue
+            }
+            fragments += 1
+            // A fragment is the start of the payment heard whole right after it (played again from its start),
+            // or of one a client cancelled.
+            let length = hearing.matched[best]
+            let next = hearings.dropFirst(position + 1).first
+            var replayed = false
+            if let next, let again = next.best, next.complete {
+                replayed = hearing.matched[again] >= length - 160
+            }
+            let cancelledOne = history.contains { job in
+                guard job.state == .cancelled, let index = schedule.payments.firstIndex(where: { $0.order == job.order })
+                else { return false }
+                return hearing.matched[index] >= length - 160
+            }
+            if !replayed && !cancelledOne {
+                problems.append("cut off for good: \(hearing) (next: \(String(describing: next)))")
+            }
+        }
+        for (index, payment) in schedule.payments.enumerated() {
+            let jobs = history.filter { $0.order == payment.order }
+            guard jobs.count == 1, let job = jobs.first else {
+                problems.append("\(payment.order) (\(payment.amount)) is in the journal \(jobs.count) times")
+                continue
+            }
+            switch job.state {
+            case .spoken:
+                if complete[index] == 1 {
+                    heardOnce += 1
+                } else {
+                    problems.append(
+                        "\(payment.order) (\(payment.amount)) spoken but heard complete \(complete[index]) times")
+                }
+            case .cancelled:
+                cancelled += 1
+                if complete[index] != 0 {
+                    problems.append("\(payment.order) cancelled yet heard complete \(complete[index]) times")
+                }
+            default:
+                problems.append("\(payment.order) ended \(job.state.rawValue): \(String(describing: job.error))")
+            }
+        }
+    }
+
+    var summary: String {
+        "heard once \(heardOnce), cancelled \(cancelled), fragments \(fragments), problems \(problems.count)"
+    }
+}
