@@ -1,8 +1,10 @@
 # Build and install the payment announcer (FHS layout; see docs/deployment.md).
 #
-#   make                          build release binaries (swift build -c release --static-swift-stdlib):
-#                                 announced, announce-ctl, announce-push
-#   make install                  install into DESTDIR (default /) under PREFIX (default /usr)
+#   make                          build the release executable (swift build -c release --static-swift-stdlib):
+#                                 announce, the one executable of announced, announce-ctl and announce-push
+#   make install                  install into DESTDIR (default /) under PREFIX (default /usr): the executable
+#                                 as built (with its debug information, for dh_strip), the three names as links
+#   make install-strip            the same, stripped, its debug information in DEBUGDIR/.build-id/ (gdb finds it)
 #   make install DESTDIR=/tmp/stage BUILD_DIR=.build-vm/release
 #   make check-units              systemd-analyze verify + security of the installed units (staged)
 #   make uninstall
@@ -22,6 +24,7 @@ DOCDIR ?= $(DATADIR)/doc/announce
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+DEBUGDIR ?= $(PREFIX)/lib/debug
 VOICEDIR ?= $(DATADIR)/announce/voices
 CONFDIR ?= $(SYSCONFDIR)/announce
 STATEDIR ?= $(LOCALSTATEDIR)/lib/announce
@@ -31,9 +34,11 @@ SWIFT ?= swift
 # that need not load and bind ~20 Swift shared libraries starts in about 40 % less time — which every
 # `announce-ctl say` pays (docs/benchmarks.md). SWIFT_FLAGS="-c release" builds against the toolchain's libraries.
 SWIFT_FLAGS ?= -c release --static-swift-stdlib
-# Where the binaries to install are (the output of `make`, or another build such as the VM's static one).
+# Where the executable to install is (the output of `make`, or another build such as the VM's static one).
 BUILD_DIR ?= .build/release
-BINARIES := announced announce-ctl announce-push
+# One executable; the programs are links to it, and it runs the one it is called by (Sources/announce).
+EXECUTABLE := announce
+PROGRAMS := announced announce-ctl announce-push
 UNITS := systemd/announced.service systemd/announced.socket systemd/announce-push.service
 SERVICES := announced.service announce-push.service
 # Default voice packs built by scripts/setup.sh.
@@ -49,22 +54,22 @@ KEYS_DROPIN := systemd/announced-keys.conf
 DOCS := README.md docs/deployment.md docs/configuration.md docs/push.md
 INSTALL ?= install
 
-.PHONY: all build install uninstall check-units
+.PHONY: all build install install-strip uninstall check-units
 
 all: build
 
 build:
-	for product in $(BINARIES); do $(SWIFT) build $(SWIFT_FLAGS) --product $$product || exit 1; done
+	$(SWIFT) build $(SWIFT_FLAGS) --product $(EXECUTABLE)
+	scripts/program-links.sh $(BUILD_DIR)
 
 install:
-	@for binary in $(BINARIES); do \
-	    [ -x "$(BUILD_DIR)/$$binary" ] || { echo "make install: $(BUILD_DIR)/$$binary missing; run make first" >&2; exit 1; }; \
-	done
+	@[ -x "$(BUILD_DIR)/$(EXECUTABLE)" ] || { echo "make install: $(BUILD_DIR)/$(EXECUTABLE) missing; run make first" >&2; exit 1; }
 	@[ -f "$(VOICES)/zh/manifest.json" ] || { echo "make install: no voice packs in $(VOICES); run scripts/setup.sh" >&2; exit 1; }
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 	    $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(CONFDIR)
 	$(INSTALL) -d -m 0750 $(DESTDIR)$(STATEDIR)
-	$(INSTALL) -m 0755 $(addprefix $(BUILD_DIR)/,$(BINARIES)) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0755 $(BUILD_DIR)/$(EXECUTABLE) $(DESTDIR)$(BINDIR)/$(EXECUTABLE)
+	for program in $(PROGRAMS); do ln -sfn $(EXECUTABLE) $(DESTDIR)$(BINDIR)/$$program; done
 	# Units name /usr/bin and /usr/share: rewrite them for another PREFIX.
 	for unit in $(UNITS); do \
 	    sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/usr/share/|$(DATADIR)/|g' -e 's|/etc/announce|$(CONFDIR)|g' \
@@ -89,8 +94,15 @@ install:
 	    [ -e "$$target" ] || $(INSTALL) -m 0644 "$$config" "$$target"; \
 	done
 
+# Stripped, as a terminal without a -dbgsym package wants it: the debug information goes to
+# $(DEBUGDIR)/.build-id/XX/YYYY.debug, linked from the executable (scripts/split-debug.sh).
+install-strip: install
+	scripts/split-debug.sh $(DESTDIR)$(BINDIR)/$(EXECUTABLE) $(DESTDIR)$(DEBUGDIR)
+
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(BINARIES))
+	id=$$(readelf -n $(DESTDIR)$(BINDIR)/$(EXECUTABLE) 2>/dev/null | awk '/Build ID/ {print $$3}'); \
+	    [ -z "$$id" ] || rm -f $(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(EXECUTABLE) $(PROGRAMS))
 	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/announce.conf $(DESTDIR)$(TMPFILESDIR)/announce.conf
 	rm -rf $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)

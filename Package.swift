@@ -5,9 +5,9 @@ let package = Package(
     name: "announce",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "announced", targets: ["announced"]),
-        .executable(name: "announce-ctl", targets: ["announce-ctl"]),
-        .executable(name: "announce-push", targets: ["announce-push"]),
+        // One multi-call executable, installed as /usr/bin/announce with the links announced, announce-ctl and
+        // announce-push; it runs the program its name (or its first argument) says (docs/deployment.md).
+        .executable(name: "announce", targets: ["announce"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -22,41 +22,38 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
-        // C modules: includes and trampolines only.
+        // C modules: includes and trampolines only. They name no library to link: the executable loads each one
+        // the first time one of its functions is called (CLazyLibraries), so that a program starts without the
+        // libraries only the others need (docs/benchmarks.md, "Start-up").
+        .target(name: "CLazyLibraries"),
         .systemLibrary(
             name: "CAlsa",
             path: "CAlsa",
-            pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]
         ),
         .systemLibrary(
             name: "CSndFile",
             path: "Sources/CSndFile",
-            pkgConfig: "sndfile",
             providers: [.apt(["libsndfile1-dev"])]
         ),
         .systemLibrary(
             name: "CSystemd",
             path: "Sources/CSystemd",
-            pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
         .systemLibrary(
             name: "CSoxr",
             path: "Sources/CSoxr",
-            pkgConfig: "soxr",
             providers: [.apt(["libsoxr-dev"])]
         ),
         .systemLibrary(
             name: "CEbur128",
             path: "Sources/CEbur128",
-            pkgConfig: "libebur128",
             providers: [.apt(["libebur128-dev"])]
         ),
         .systemLibrary(
             name: "CEspeakNG",
             path: "Sources/CEspeakNG",
-            pkgConfig: "espeak-ng",
             providers: [.apt(["libespeak-ng-dev"])]
         ),
         // Linux input events (evdev), inotify, eventfd: includes and ioctl trampolines for the hardware keys.
@@ -64,7 +61,6 @@ let package = Package(
         .systemLibrary(
             name: "CMosquitto",
             path: "Sources/CMosquitto",
-            pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
 
@@ -72,17 +68,20 @@ let package = Package(
         .target(name: "AnnounceCore", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // Sound: decoding clips (libsndfile), resampling (libsoxr), loudness (libebur128), loading voice packs,
         // synthesising free text (libespeak-ng), writing renders.
-        .target(name: "AnnounceSound", dependencies: ["AnnounceCore", "CSndFile", "CSoxr", "CEbur128", "CEspeakNG"]),
+        .target(
+            name: "AnnounceSound",
+            dependencies: ["AnnounceCore", "CSndFile", "CSoxr", "CEbur128", "CEspeakNG", "CLazyLibraries"]
+        ),
         // ALSA: PCM sink, mixer, recovery. The only target that touches CAlsa.
         .target(
             name: "AnnounceALSA",
-            dependencies: ["AnnounceCore", "CAlsa", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["AnnounceCore", "CAlsa", "CLazyLibraries", .product(name: "Logging", package: "swift-log")]
         ),
         // systemd: sd_notify (ready, status, watchdog), socket activation. The only target that touches CSystemd.
         .target(
             name: "AnnounceSystemd",
             dependencies: [
-                "CSystemd",
+                "CSystemd", "CLazyLibraries",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -121,7 +120,7 @@ let package = Package(
         // MQTT client over libmosquitto. The only target that touches CMosquitto.
         .target(
             name: "AnnounceMQTT",
-            dependencies: ["CMosquitto"]
+            dependencies: ["CMosquitto", "CLazyLibraries"]
         ),
         // The push listener: signed payment messages from MQTT, verified and forwarded to the daemon.
         .target(
@@ -134,30 +133,44 @@ let package = Package(
             ]
         ),
 
-        .executableTarget(
-            name: "announced",
+        // The three programs: argument parsing and wiring only. Libraries, so that one executable holds them all.
+        .target(
+            name: "AnnouncedApp",
             dependencies: [
-                "AnnounceServer",
+                "AnnounceServer", "CLazyLibraries",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(
-            name: "announce-ctl",
+        .target(
+            name: "AnnounceCtlApp",
             dependencies: [
                 "AnnounceCore", "AnnounceClient", "AnnounceSound",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-
-        .executableTarget(
-            name: "announce-push",
+        .target(
+            name: "AnnouncePushApp",
             dependencies: [
                 "AnnounceCore", "AnnounceMQTT", "AnnouncePush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with
+        // lld for packed relative relocations (DT_RELR, glibc ≥ 2.36: a 2.6 MB table becomes 20 kB), and without
+        // exporting its symbols (the Swift runtime's static link exports them all: 27,000 dynamic symbols that
+        // every process start searched). docs/benchmarks.md, "Start-up". Release builds only: the sanitizer builds
+        // (debug) keep the toolchain's link, which their runtimes are made for.
+        .executableTarget(
+            name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
+            linkerSettings: [
+                .unsafeFlags(
+                    [
+                        "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                        "-Xlinker", "--no-export-dynamic",
+                    ], .when(configuration: .release))
+            ]),
 
         // Test helpers shared by the test targets: the sound rig, daemon processes, audio comparison.
         .target(
@@ -170,6 +183,11 @@ let package = Package(
         ),
         .testTarget(name: "AnnounceCoreTests", dependencies: ["AnnounceCore"]),
         .testTarget(
+            name: "AnnounceCtlAppTests",
+            dependencies: [
+                "AnnounceCtlApp", "AnnounceCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .testTarget(
             name: "AnnounceJournalTests",
             dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
@@ -178,7 +196,8 @@ let package = Package(
         ),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
-        .testTarget(name: "AnnounceSoundTests", dependencies: ["AnnounceSound", "AnnounceTestSupport"]),
+        .testTarget(
+            name: "AnnounceSoundTests", dependencies: ["AnnounceSound", "CLazyLibraries", "AnnounceTestSupport"]),
         .testTarget(
             name: "AnnounceALSATests",
             dependencies: ["AnnounceALSA", "AnnounceSound", "AnnounceTestSupport"]

@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 n="${1:-20}"
 sections="${2:-latency load}"
 bin="${ANNOUNCE_BIN_DIR:-$(swift build --show-bin-path)}"  # ANNOUNCE_BIN_DIR: binaries built elsewhere
+[[ -x "$bin/announced" ]] || scripts/program-links.sh "$bin"  # the programs: links to the one executable
 work=$(mktemp -d /tmp/ann-bencha-XXXXXX)
 daemon_pid=""
 load_pids=()

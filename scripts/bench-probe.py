@@ -8,6 +8,13 @@
   bench-probe.py burst SOCKET CLIENTS PER       CLIENTS connections sending PER payments each at once
   bench-probe.py sustain SOCKET N [short]       N payments queued back to back; waits until all were spoken
                                                 (short: whole 1–9 yuan, the shortest announcements)
+  bench-probe.py request ROUNDS COMMAND         exec → the request line received, for a client COMMAND whose
+                                                socket is {socket} (a stand-in server that reads one line, closes)
+  bench-probe.py cpu N AMOUNT WAV NAME=SOCKET:PID...
+                                                CPU per announcement, side by side: for each daemon, its whole
+                                                process's CPU time (all threads, the kernel's precise per-process
+                                                clock) from the request to the reply that it was heard, and its
+                                                threads' wake-ups; for `aplay -D pulse WAV` the child's rusage
 
 The onset probe needs the rig's environment (PULSE_SERVER …) and reads the null sink's monitor through parec.
 Times come from time.monotonic_ns(); the parec stream gives the position of the first loud sample inside a
@@ -259,6 +266,87 @@ def sustain(path, count, short=False):
     print(json.dumps({"n": count, "seconds": elapsed, "states_of_last_1000": states, "queue_full": refused_full}))
 
 
+def request_time(rounds, command):
+    """Median and p10/p90 of exec → request line received, through a listening socket of our own."""
+    path = f"/tmp/ann-probe-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+    times = []
+    try:
+        for _ in range(rounds):
+            started = time.monotonic_ns()
+            process = subprocess.Popen(command.replace("{socket}", path), shell=False if " " not in command else True,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            connection, _ = server.accept()
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            received = time.monotonic_ns()
+            connection.close()
+            process.wait()
+            if data.endswith(b"\n"):
+                times.append((received - started) / 1e6)
+            time.sleep(0.02)
+    finally:
+        server.close()
+        os.unlink(path)
+    print(json.dumps({"n": len(times), "median_ms": statistics.median(times), "p10_ms": percentile(times, 10),
+                      "p90_ms": percentile(times, 90), "min_ms": min(times)}))
+
+
+def process_cpu_ns(pid):
+    """The CPU time of every thread of `pid`, living or ended (CLOCK_PROCESS_CPUTIME_ID of another process)."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2)
+
+
+def wakeups(pid):
+    """Times the threads of `pid` now alive were put on a CPU (/proc/PID/task/*/schedstat, 3rd field)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{task}/schedstat").read().split()[2])
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+def cpu(rounds, amount, wav, daemons):
+    results = {name: {"cpu_ms": [], "wakeups": [], "heard_ms": []} for name, _, _ in daemons}
+    results["aplay"] = {"cpu_ms": [], "wakeups": [], "heard_ms": []}
+    for _ in range(rounds):
+        for name, path, pid in daemons:
+            connection = Connection(path)
+            before, woken, started = process_cpu_ns(pid), wakeups(pid), time.monotonic_ns()
+            reply = connection.request({"op": "say", "amount": amount, "wait": True})
+            after, woken_after, ended = process_cpu_ns(pid), wakeups(pid), time.monotonic_ns()
+            if not reply.get("ok") or reply.get("job", {}).get("state") != "spoken":
+                raise RuntimeError(f"{name}: {reply}")
+            results[name]["cpu_ms"].append((after - before) / 1e6)
+            results[name]["wakeups"].append(woken_after - woken)
+            results[name]["heard_ms"].append((ended - started) / 1e6)
+            connection.socket.close()
+            time.sleep(0.3)
+        started = time.monotonic_ns()
+        process = subprocess.Popen(["aplay", "-q", "-D", "pulse", wav], stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        if status != 0:
+            raise RuntimeError(f"aplay exited {status}")
+        results["aplay"]["cpu_ms"].append((usage.ru_utime + usage.ru_stime) * 1e3)
+        results["aplay"]["wakeups"].append(usage.ru_nvcsw + usage.ru_nivcsw)
+        results["aplay"]["heard_ms"].append((time.monotonic_ns() - started) / 1e6)
+        time.sleep(0.3)
+    report = {}
+    for name, values in results.items():
+        report[name] = {key: statistics.median(v) for key, v in values.items()}
+        report[name]["cpu_min_ms"] = min(values["cpu_ms"])
+        report[name]["n"] = len(values["cpu_ms"])
+    print(json.dumps(report))
+
+
 def main():
     mode, arguments = sys.argv[1], sys.argv[2:]
     if mode == "onset":
@@ -268,6 +356,15 @@ def main():
         latency(arguments[0], int(arguments[1]), arguments[2] if len(arguments) > 2 else None)
     elif mode == "burst":
         burst(arguments[0], int(arguments[1]), int(arguments[2]))
+    elif mode == "request":
+        request_time(int(arguments[0]), arguments[1])
+    elif mode == "cpu":
+        daemons = []
+        for item in arguments[3:]:
+            name, target = item.split("=", 1)
+            path, pid = target.rsplit(":", 1)
+            daemons.append((name, path, int(pid)))
+        cpu(int(arguments[0]), arguments[1], arguments[2], daemons)
     elif mode == "sustain":
         sustain(arguments[0], int(arguments[1]), len(arguments) > 2 and arguments[2] == "short")
     else:

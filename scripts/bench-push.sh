@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 count="${1:-50}"
 bin=$(swift build --show-bin-path)
+scripts/program-links.sh "$bin"  # the programs: links to the one executable
 work=$(mktemp -d /tmp/ann-bench-push-XXXXXX)
 pids=()
 cleanup() {

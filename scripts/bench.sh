@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Every benchmark of docs/benchmarks.md in one run, side by side, as Markdown on standard output: the daemon's
-# own costs (start, round trips, journal commit, request → first sample over 1000 jobs), exec → first sample
-# heard on the sound rig for `announce-ctl say` against `spd-say` (speech-dispatcher + espeak-ng) and `aplay`
-# of the same announcement pre-rendered to WAV, a burst from 10 clients, memory, CPU and idle wake-ups, and the
-# voice pack build. Release build. Never part of the tests (TEAM.md: no timing assertions).
+# Every benchmark of docs/benchmarks.md in one run, side by side, as Markdown on standard output: the
+# executable's size and what each library costs in it, the daemon's own costs (start, memory, round trips,
+# journal commit, request → first sample over 1000 jobs), exec → first sample heard on the sound rig for
+# `announce-ctl say` against `spd-say` (speech-dispatcher + espeak-ng) and `aplay` of the same announcement
+# pre-rendered to WAV, step by step, the CPU per announcement against aplay's, a burst from 10 clients, idle
+# wake-ups, and the voice pack build. Release build. Never part of the tests (TEAM.md: no timing assertions).
 #
 #   scripts/bench.sh [--rounds N] [--jobs N] [--long] [--only SECTIONS]
 #     --rounds N   exec → first sample rounds per variant (default 20)
 #     --jobs N     sequential jobs for request → first sample, at most 1000 (default 1000)
 #     --long       also 1000 back-to-back announcements on the rig with the other core saturated (≈ 20 min)
-#     --only S     comma-separated sections: packs, daemon, burst, rig, load (default all but load; --long: all)
+#     --only S     comma-separated sections: size, packs, daemon, burst, rig, load (default all but load;
+#                  --long: all)
 #
-# ANNOUNCE_BIN_DIR: use the binaries there instead of building. Installs speech-dispatcher and its espeak-ng
-# module (the anchors; not needed by the tests) if missing.
+# ANNOUNCE_BIN_DIR: use the binaries there instead of building (no size section then). Installs speech-dispatcher
+# and its espeak-ng module (the anchors; not needed by the tests) and valgrind (instruction counts) if missing.
 # Needs the voice packs (scripts/setup.sh). Details of each measurement: docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,17 +28,17 @@ while (($#)); do
         --jobs) jobs="$2"; shift 2 ;;
         --long) long=true; shift ;;
         --only) only="$2"; shift 2 ;;
-        *) sed -n '2,15p' "$0" >&2; exit 64 ;;
+        *) sed -n '2,18p' "$0" >&2; exit 64 ;;
     esac
 done
 
 if [[ -z "$only" ]]; then
-    only=packs,daemon,burst,rig
+    only=size,packs,daemon,burst,rig
     [[ "$long" == false ]] || only+=,load
 fi
 want() { [[ ",$only," == *",$1,"* ]]; }
 
-anchors=(speech-dispatcher speech-dispatcher-espeak-ng)
+anchors=(speech-dispatcher speech-dispatcher-espeak-ng valgrind)
 for package in "${anchors[@]}"; do
     if [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" != "install ok installed" ]]; then
         echo "bench: installing the anchors: ${anchors[*]}" >&2
@@ -52,6 +54,7 @@ else
     echo "bench: release build, as \`make\` builds it (static Swift stdlib)" >&2
     swift build -c release --static-swift-stdlib >&2
     bin=$(swift build -c release --show-bin-path)
+    scripts/program-links.sh "$bin"  # announced, announce-ctl: links to the one executable, as installed
 fi
 probe="python3 $PWD/scripts/bench-probe.py"
 export ANNOUNCE_VOICES="$PWD/out/voices"
@@ -92,7 +95,10 @@ stop_daemon() {  # pid
 }
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Memory that is the process's own and cannot be dropped: Private_Dirty of every mapping (heap, stacks, written
+# data), kB. File pages only this process maps (Private_Clean) are left out: the kernel can drop and reread them,
+# and a second daemon or any announce-ctl would share them.
+private_kb() { awk '/^Private_Dirty:/ {n += $2} END {print n}' "/proc/$1/smaps_rollup"; }
 # Times each thread was put on a CPU (/proc/PID/task/TID/schedstat, 3rd field), as "TID NAME COUNT": wake-ups.
 wakeup_threads() {
     for task in /proc/"$1"/task/*; do
@@ -117,6 +123,15 @@ echo "Run on $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg). Binaries: $bin. \`scripts/bench.sh --rounds $rounds --jobs $jobs --only $only\`"
 echo
 
+# ---------------------------------------------------------------------------------------------------------------
+if want size && [[ -z "${ANNOUNCE_BIN_DIR:-}" ]]; then
+echo "### Size: the one executable (announced, announce-ctl, announce-push are links to it)"
+echo
+mkdir -p "$work/size"
+python3 scripts/size-report.py .build "$work/size"
+echo
+
+fi
 # ---------------------------------------------------------------------------------------------------------------
 if want packs; then
 echo "### Voice packs"
@@ -144,12 +159,13 @@ done > "$work/startup"
 start_daemon null null
 sleep 8  # libdispatch's start-up worker threads retire after about 5 s idle
 idle_rss=$(rss_kb "$daemon_pid")
+idle_private=$(private_kb "$daemon_pid")
 wakeups_by_thread "$daemon_pid" 20 > "$work/idle-wakeups"
 idle_wakeups=$(awk '{n += $2} END {printf "%.2f", n / 20}' "$work/idle-wakeups")
 echo "| measurement | median | p95 | notes |"
 echo "|---|---|---|---|"
 echo "| exec → first \`ping\` answered (start-up to ready) | $(ms "$(median < "$work/startup")") ms | $(ms "$(p95 < "$work/startup")") ms | 10 starts, zh + en packs, journal open |"
-echo "| RSS, idle after start | $((idle_rss / 1024)) MiB | | VmRSS |"
+echo "| memory, idle after start | $(awk -v k="$idle_private" 'BEGIN {printf "%.1f", k / 1024}') MiB private, $(awk -v k="$idle_rss" 'BEGIN {printf "%.1f", k / 1024}') MiB RSS | | private: /proc/PID/smaps_rollup Private_Dirty; RSS: VmRSS (shared file pages of the executable and libraries included) |"
 echo "| wake-ups while idle | $idle_wakeups /s | | all threads, 20 s from 8 s after start, /proc/PID/task/*/schedstat |"
 for _ in $(seq 200); do
     s=$(now); "$bin/announce-ctl" ping --socket "$work/null.sock" >/dev/null; echo $(($(now) - s))
@@ -252,9 +268,53 @@ echo "--keep-open $(histogram_mean "$work/open.sock" announce_first_sample_secon
 echo
 
 # ---------------------------------------------------------------------------------------------------------------
-echo "### Speaking: memory and CPU (rig, 20 announcements back to back)"
+echo "### announce-ctl say, step by step"
 echo
-c0=$(cpu_ticks "$rig_pid")
+request=$($probe request "$rounds" "$bin/announce-ctl say --socket {socket} $amount")
+heard_default=$(json <<<"$warm" "d['announce-ctl say']['median_ms']")
+heard_open=$(json <<<"$warm" "d['announce-ctl say, --keep-open']['median_ms']")
+heard_aplay=$(json <<<"$warm" "d['aplay WAV']['median_ms']")
+first_default=$(histogram_mean "$work/rig.sock" announce_first_sample_seconds | cut -d' ' -f1)
+first_open=$(histogram_mean "$work/open.sock" announce_first_sample_seconds | cut -d' ' -f1)
+sent=$(json <<<"$request" "d['median_ms']")
+echo "| step | default | --keep-open |"
+echo "|---|---|---|"
+echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same |"
+echo "| daemon: request read → first sample written to ALSA (mean of the rounds above) | $first_default ms | $first_open ms |"
+echo "| first sample written → heard on the monitor (the rest of the median onset) | $(awk -v h="$heard_default" -v s="$sent" -v f="$first_default" 'BEGIN {printf "%.2f", h - s - f}') ms | $(awk -v h="$heard_open" -v s="$sent" -v f="$first_open" 'BEGIN {printf "%.2f", h - s - f}') ms |"
+echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms |"
+echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | |"
+echo "| **onset ratio** announce-ctl say ÷ aplay | **$(awk -v a="$heard_default" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}')** | **$(awk -v a="$heard_open" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}')** |"
+echo
+callgrind() {  # instructions a command executes (valgrind's callgrind: exact, the machine's load aside)
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/Collected/ {print $4}'
+}
+# Valgrind cannot read the debug information of a Swift release build: a stripped copy, called by its name.
+mkdir -p "$work/stripped"
+objcopy --strip-all "$bin/announce" "$work/stripped/announce"
+ln -sf announce "$work/stripped/announce-ctl"
+echo "Instructions (callgrind), whole processes: \`announce-ctl say --socket MISSING 1\` (start, parse, the connect"
+echo "that fails, the message) $(callgrind "$work/stripped/announce-ctl" say --socket "$work/missing.sock" 1);"
+echo "\`aplay --version\` (start only) $(callgrind aplay --version); \`aplay -D null\` of the WAV $(callgrind aplay -q -D null "$work/announcement.wav")."
+echo
+
+# ---------------------------------------------------------------------------------------------------------------
+echo "### CPU per announcement, against aplay of the same samples on the same device"
+echo
+cpu=$($probe cpu "$rounds" "$amount" "$work/announcement.wav" "default=$work/rig.sock:$rig_pid" "--keep-open=$work/open.sock:$open_pid")
+echo "| who | CPU per announcement (median) | min | wake-ups (median) | request → heard |"
+echo "|---|---|---|---|---|"
+for who in default --keep-open aplay; do
+    echo "| $who | $(json <<<"$cpu" "'%.2f ms' % d['$who']['cpu_ms']") | $(json <<<"$cpu" "'%.2f ms' % d['$who']['cpu_min_ms']") | $(json <<<"$cpu" "'%.0f' % d['$who']['wakeups']") | $(json <<<"$cpu" "'%.0f ms' % d['$who']['heard_ms']") |"
+done
+echo
+echo "The daemon: its whole process's CPU clock (every thread, ended ones included) from sending \`say --wait\` to the"
+echo "reply that it was heard, $rounds rounds, $amount ($(json <<<"$cpu" "'%.1f s' % (d['aplay']['heard_ms'] / 1000)") of audio); wake-ups: its living threads' schedstat."
+echo "aplay (\`-D pulse\`, process start included): rusage of the child; wake-ups: its context switches."
+echo
+
+echo "### Speaking: memory (rig, 20 announcements back to back)"
+echo
 $probe sustain "$work/rig.sock" 20 > "$work/sustain" &
 sustain=$!
 peak=0
@@ -263,11 +323,9 @@ while kill -0 "$sustain" 2>/dev/null; do
     sleep 0.05
 done
 wait "$sustain"
-c1=$(cpu_ticks "$rig_pid")
-hz=$(getconf CLK_TCK)
-echo "| RSS while speaking (peak VmRSS) | CPU per announcement | announcements |"
+echo "| RSS while speaking (peak VmRSS) | private memory after | announcements |"
 echo "|---|---|---|"
-echo "| $((peak / 1024)) MiB | $(awk -v t=$((c1 - c0)) -v hz="$hz" 'BEGIN {printf "%.1f ms", t * 1000 / hz / 20}') | 20 ($(json < "$work/sustain" "'%.1f s' % d['seconds']")) |"
+echo "| $((peak / 1024)) MiB | $(awk -v k="$(private_kb "$rig_pid")" 'BEGIN {printf "%.1f", k / 1024}') MiB | 20 ($(json < "$work/sustain" "'%.1f s' % d['seconds']")) |"
 echo
 
 fi

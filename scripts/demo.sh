@@ -13,6 +13,7 @@ scripts/setup.sh
 echo "demo: building"
 swift build 2>&1 | tail -n 1
 bin=$(swift build --show-bin-path)
+scripts/program-links.sh "$bin"  # announced, announce-ctl: links to the one executable, as installed
 
 work="$PWD/out/demo"
 mkdir -p "$work"

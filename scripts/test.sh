@@ -26,6 +26,7 @@ stage "building"
 swift build --build-tests
 export ANNOUNCE_BIN_DIR
 ANNOUNCE_BIN_DIR=$(swift build --show-bin-path)
+scripts/program-links.sh "$ANNOUNCE_BIN_DIR"  # the programs: links to the one executable, as installed
 export ANNOUNCE_VOICES="$PWD/out/voices"
 # Tests that play through a sound rig measure real-time audio: they run one at a time, after the rest, so that a
 # 2-core machine busy with voice-pack builds, TLS handshakes and parallel suites does not starve their audio.
@@ -59,6 +60,7 @@ for sanitizer in ${ANNOUNCE_SANITIZERS-address thread}; do
     swift build -c debug --build-tests "${flags[@]}"
     stage "tests under --sanitize=$sanitizer"
     # Leak checking is off: the Swift runtime's and Foundation's process-lifetime caches read as leaks.
+    scripts/program-links.sh "$(swift build -c debug "${flags[@]}" --show-bin-path)"
     ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt" \
         ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \

@@ -1,5 +1,9 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,15 +23,21 @@ public final class Client {
 
     /// The socket path from, in order: the explicit value, `ANNOUNCE_SOCKET`, then for root the system socket;
     /// for other users `$XDG_RUNTIME_DIR/announce.sock` if it exists, else the system socket if that exists.
+    /// `environment`: the process's own when nil (read with getenv: ProcessInfo's copy of the whole environment
+    /// cost `announce-ctl say` more than the rest of its request).
     public static func socketPath(
-        explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+        explicit: String?, environment: [String: String]? = nil,
         isRoot: Bool = getuid() == 0, systemSocket: String = systemSocketPath
     ) -> String {
+        func variable(_ name: String) -> String? {
+            if let environment { return environment[name] }
+            return getenv(name).map { String(cString: $0) }
+        }
         if let explicit, !explicit.isEmpty { return explicit }
-        if let path = environment["ANNOUNCE_SOCKET"], !path.isEmpty { return path }
+        if let path = variable("ANNOUNCE_SOCKET"), !path.isEmpty { return path }
         if isRoot { return systemSocket }
         // A user's own daemon if one runs, else the system daemon (staff in its socket group use it as is).
-        let own = "\(environment["XDG_RUNTIME_DIR"] ?? "/tmp")/announce.sock"
+        let own = "\(variable("XDG_RUNTIME_DIR") ?? "/tmp")/announce.sock"
         if !exists(own) && exists(systemSocket) { return systemSocket }
         return own
     }
@@ -88,9 +98,14 @@ public final class Client {
     public func send(_ request: Request, onReply: (Response) -> Void = { _ in }) throws(ClientError) -> [Response] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard var line = try? encoder.encode(request) else { throw ClientError(message: "cannot encode the request") }
-        line.append(UInt8(ascii: "\n"))
-        try writeAll(Array(line))
+        guard let line = try? encoder.encode(request) else { throw ClientError(message: "cannot encode the request") }
+        return try send(encoded: Array(line), onReply: onReply)
+    }
+
+    /// Sends a request already encoded as one JSON object (without the newline) and returns its replies, as
+    /// ``send(_:onReply:)``.
+    public func send(encoded line: [UInt8], onReply: (Response) -> Void = { _ in }) throws(ClientError) -> [Response] {
+        try writeAll(line + [UInt8(ascii: "\n")])
         var replies: [Response] = []
         while true {
             let reply = try readLine()

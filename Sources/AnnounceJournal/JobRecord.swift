@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDB
 
 /// One accepted job as the journal keeps it (table `job`): enough to speak it again after a restart

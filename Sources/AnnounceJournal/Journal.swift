@@ -1,5 +1,9 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GRDB
 import Synchronization
 
@@ -36,11 +40,11 @@ public final class Journal: Sendable {
     public init(path: String) throws(AnnounceError) {
         self.path = path
         self.reservePath = path + ".reserve"
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Path.directory(of: path)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw AnnounceError(.journal, "cannot create the state folder \(directory)", cause: "\(error)")
+            throw AnnounceError(.journal, "cannot create the state folder \(directory)", cause: errorReason(error))
         }
         lockDescriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lockDescriptor >= 0 else {

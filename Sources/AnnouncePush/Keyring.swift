@@ -1,6 +1,13 @@
 import AnnounceCore
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The device's HMAC keys by key id. Several at once during a rotation: the new key is added, the payment service
 /// switches to it, then the old one is removed (docs/fleet.md).
@@ -59,7 +66,7 @@ public struct Keyring: Sendable {
 public enum PushSigner {
     public static func signature(of message: PushMessage, key: SymmetricKey) -> String {
         let code = HMAC<SHA256>.authenticationCode(for: Data(message.canonical.utf8), using: key)
-        return code.map { String(format: "%02x", $0) }.joined()
+        return code.map { cFormat("%02x", UInt32($0)) }.joined()
     }
 
     public static func sign(_ message: PushMessage, key: SymmetricKey) -> PushMessage {
@@ -174,6 +181,6 @@ public struct PushVerifier: Sendable {
     }
 
     private static func seconds(_ ms: Int64) -> String {
-        String(format: "%.3f", Double(ms) / 1000)
+        cFormat("%.3f", Double(ms) / 1000)
     }
 }

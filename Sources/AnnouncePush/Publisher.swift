@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceMQTT
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Publishes one message with QoS 1 and waits for the broker's PUBACK: the publisher tool (`announce-push
 /// publish`) for installers and tests. A clean session with a client id of its own, so it never takes over the

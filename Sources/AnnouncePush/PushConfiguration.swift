@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceMQTT
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import TOMLKit
 
 /// Everything `announce-push` needs, read from `/etc/announce/push.toml` (TOML). Documented key by key in
@@ -90,7 +97,7 @@ public struct PushConfiguration: Sendable {
         guard let text = String(data: data, encoding: .utf8) else {
             throw AnnounceError(.badRequest, "config file \(path) is not UTF-8 text")
         }
-        return try parse(text, source: path, directory: (path as NSString).deletingLastPathComponent)
+        return try parse(text, source: path, directory: Path.directory(of: path))
     }
 
     /// Reads TOML text. Relative file names in it (password_file, TLS files) are taken from `directory`.
@@ -368,7 +375,7 @@ public struct PushConfiguration: Sendable {
         }
 
         func file(_ path: String) -> String {
-            path.hasPrefix("/") ? path : (directory as NSString).appendingPathComponent(path)
+            path.hasPrefix("/") ? path : Path.join(directory, path)
         }
 
         /// The first line of a file holding a secret.

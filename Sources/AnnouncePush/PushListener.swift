@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceMQTT
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Synchronization
 
@@ -114,7 +121,7 @@ public final class PushListener: Sendable {
                 case .network:
                     prompter.disconnected(now: now)
                     let delay = backoff.next()
-                    logger.debug("reconnecting", metadata: ["in_s": "\(String(format: "%.1f", delay))"])
+                    logger.debug("reconnecting", metadata: ["in_s": "\(cFormat("%.1f", delay))"])
                     pause(seconds: delay)
                 }
             }
@@ -343,7 +350,7 @@ public final class PushListener: Sendable {
                         client.abandonConnection()
                         return
                     }
-                    Thread.sleep(forTimeInterval: retry.next())
+                    SystemThread.sleep(seconds: retry.next())
                 }
             }
         }
@@ -365,7 +372,7 @@ public final class PushListener: Sendable {
             let end = ContinuousClock.now + .seconds(seconds)
             while !listener.isStopping, ContinuousClock.now < end {
                 if prompts { speakPrompts() }
-                Thread.sleep(forTimeInterval: min(0.1, max(0, (end - .now).inSeconds)))
+                SystemThread.sleep(seconds: min(0.1, max(0, (end - .now).inSeconds)))
             }
         }
     }

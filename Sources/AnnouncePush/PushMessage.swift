@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why a push message was refused. One domain error (``AnnounceError``) with these stable codes, logged by the
 /// listener as `reason=<code>` (docs/push.md).

@@ -26,6 +26,7 @@ struct AudioSetup {
             periods: configuration.periods, logger: logger)
         var settings = Player.Settings()
         settings.leadInMs = configuration.leadInMs
+        settings.pauseMs = configuration.pauseMs
         settings.keepOpen = configuration.keepDeviceOpen
         settings.recovery = audio.recovery
         settings.threadNice = audio.threadNice

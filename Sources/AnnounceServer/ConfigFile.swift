@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceInput
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import TOMLKit
 
 /// Reads `announced.toml` (TOML, through TOMLKit) onto a configuration. Every key is checked: an unknown key
@@ -104,6 +111,7 @@ public enum ConfigFile {
             case "period_us": int(key, value) { $0.periodMicroseconds = $1 }
             case "periods": int(key, value) { $0.periods = $1 }
             case "lead_in_ms": int(key, value) { $0.leadInMs = $1 }
+            case "pause_ms": int(key, value) { $0.pauseMs = $1 }
             case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
             case "volume_threshold": threshold(key, value)
             case "stall_limit": duration("audio.\(key)", value) { $0.audioStallLimitSeconds = $1 }

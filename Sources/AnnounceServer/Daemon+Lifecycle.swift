@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceSound
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// Housekeeping, configuration reload (SIGHUP) and graceful stop (SIGTERM).
@@ -38,9 +45,9 @@ extension Daemon {
         if new.device != old.device { needRestart.append("device") }
         if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
-            || new.leadInMs != old.leadInMs || new.keepDeviceOpen != old.keepDeviceOpen
+            || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
         {
-            needRestart.append("audio.period_us/periods/lead_in_ms/keep_open")
+            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open")
         }
         var newAudio = new.audio
         newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels
@@ -98,7 +105,7 @@ extension Daemon {
         }
         if playerStarted.load(ordering: .acquiring) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
+                SystemThread.detach {
                     player.join()
                     continuation.resume()
                 }

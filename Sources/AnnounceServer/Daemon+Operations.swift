@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceJournal
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// The operations of the protocol other than accepting jobs: cancel, replay, history, queue, status, volume.

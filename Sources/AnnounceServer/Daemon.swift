@@ -3,7 +3,14 @@ import AnnounceCore
 import AnnounceSound
 import AnnounceJournal
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Prometheus
 import Synchronization

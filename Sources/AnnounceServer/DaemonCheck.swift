@@ -1,6 +1,13 @@
 import AnnounceCore
 import AnnounceSound
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `announced --check-config`: everything a start would check, without starting — the configuration's values,
 /// the user and group names, the voice packs (fully loaded), the socket and state folders.
@@ -30,7 +37,7 @@ public enum DaemonCheck {
             problems.append("voices: \(error.message)")
         }
         for (key, folder) in [
-            ("socket", (configuration.socketPath as NSString).deletingLastPathComponent),
+            ("socket", Path.directory(of: configuration.socketPath)),
             ("state_dir", configuration.stateDirectory),
         ] where !creatable(folder) {
             problems.append("\(key): cannot create or write the folder \(folder)")
@@ -43,11 +50,11 @@ public enum DaemonCheck {
     static func creatable(_ folder: String) -> Bool {
         var path = folder
         while !path.isEmpty && path != "/" {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-                return isDirectory.boolValue && access(path, W_OK | X_OK) == 0
+            var info = stat()
+            if stat(path, &info) == 0 {
+                return info.st_mode & S_IFMT == S_IFDIR && access(path, W_OK | X_OK) == 0
             }
-            path = (path as NSString).deletingLastPathComponent
+            path = Path.directory(of: path)
         }
         return access("/", W_OK) == 0
     }

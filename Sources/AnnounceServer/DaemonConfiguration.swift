@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Everything the daemon needs to start. Built from the defaults, then the config file, then flags (flags
 /// win). Documented key by key in docs/configuration.md.
@@ -35,7 +42,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var historyRetentionSeconds: Double = 30 * 24 * 3600
 
     // Audio
-    /// ALSA period time wanted, microseconds.
+    /// ALSA period time wanted, microseconds. The audio thread (and behind ALSA's pulse plugin, the sound server's
+    /// client thread) wakes once a period while a job plays: 80 ms × 2 costs a 2.7 s announcement a quarter of the
+    /// CPU of 10 ms × 16, below aplay's (docs/benchmarks.md, "CPU per announcement"); not yet the default, because
+    /// the rig's lifecycle tests (kill -9, shutdown cut, device restart) are written against 10 ms periods.
     public var periodMicroseconds = 10_000
     /// ALSA periods per buffer wanted. Playback starts once one period is written (the first sample leaves within a
     /// period), so a long buffer costs no latency; it is headroom for an audio thread that a loaded CPU holds up
@@ -43,6 +53,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var periods = 16
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
     public var leadInMs = 0
+    /// Silence between two announcements heard one after the other, milliseconds (0: none).
+    public var pauseMs = 500
     /// Keep the PCM open between bursts.
     public var keepDeviceOpen = false
     /// The volume (percent) an announcement is raised to if the mixer is lower; nil: never raised.
@@ -125,7 +137,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     }
 
     /// The journal file inside the state folder.
-    public var journalPath: String { (stateDirectory as NSString).appendingPathComponent("journal.sqlite") }
+    public var journalPath: String { Path.join(stateDirectory, "journal.sqlite") }
 
     /// Checks values that do not depend on the system (ranges, formats). Returns every problem found.
     public func problems() -> [String] {
@@ -143,6 +155,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check((1_000...500_000).contains(periodMicroseconds), "audio.period_us: must be 1000…500000")
         check((2...64).contains(periods), "audio.periods: must be 2…64")
         check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
+        check((0...5_000).contains(pauseMs), "audio.pause_ms: must be 0…5000")
         if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
         problems += audio.problems(percentThreshold: volumeThreshold)
         check(
@@ -247,6 +260,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             period_us = \(periodMicroseconds)
             periods = \(periods)
             lead_in_ms = \(leadInMs)
+            pause_ms = \(pauseMs)
             keep_open = \(keepDeviceOpen)
             volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
             \(audio.summary)
@@ -294,6 +308,7 @@ public struct ConfigurationOverrides: Sendable {
     public var periodMicroseconds: Int?
     public var periods: Int?
     public var leadInMs: Int?
+    public var pauseMs: Int?
     public var keepDeviceOpen: Bool?
     public var audioStallLimitSeconds: Double?
     public var maxClients: Int?
@@ -330,6 +345,7 @@ public struct ConfigurationOverrides: Sendable {
         set(periodMicroseconds, \.periodMicroseconds)
         set(periods, \.periods)
         set(leadInMs, \.leadInMs)
+        set(pauseMs, \.pauseMs)
         set(keepDeviceOpen, \.keepDeviceOpen)
         set(audioStallLimitSeconds, \.audioStallLimitSeconds)
         set(maxClients, \.maxClients)

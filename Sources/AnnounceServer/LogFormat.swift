@@ -1,4 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import AnnounceCore
 import Logging
 import Synchronization
 
@@ -64,7 +72,7 @@ public struct DaemonLogHandler: LogHandler {
             line += " \(key)=\(Self.quoted("\(value)"))"
         }
         line += "\n"
-        Self.output.withLock { _ in FileHandle.standardError.write(Data(line.utf8)) }
+        Self.output.withLock { _ in StandardError.write(line) }
     }
 
     static func priority(_ level: Logger.Level) -> Int {
@@ -82,8 +90,8 @@ public struct DaemonLogHandler: LogHandler {
         guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else {
             return value
         }
-        let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+        let escaped = value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+            .replacing("\n", with: "\\n")
         return "\"\(escaped)\""
     }
 

@@ -1,5 +1,9 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 
 #if canImport(Glibc)

@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 import NIOPosix
@@ -59,7 +66,7 @@ public struct SocketServer: Sendable {
         defer { if let boundPath { try? FileManager.default.removeItem(atPath: boundPath) } }
         switch listener {
         case .path(let path):
-            let directory = (path as NSString).deletingLastPathComponent
+            let directory = Path.directory(of: path)
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             // A stale socket file is replaced; a live one belongs to another daemon and is left alone.
             if Self.isAnswering(path) {
@@ -292,7 +299,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private static func seconds(_ amount: TimeAmount) -> String {
-        String(format: "%g s", Double(amount.nanoseconds) / 1e9)
+        cFormat("%g s", Double(amount.nanoseconds) / 1e9)
     }
 }
 

@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Loads voice pack folders: reads `manifest.json`, validates it, decodes every clip once through libsndfile
 /// (any format it reads) and prepares it (``ClipPreparer``). A broken pack is refused with `bad_voice_pack`
@@ -20,7 +27,7 @@ public enum VoicePackLoader {
     public static let manifestName = "manifest.json"
 
     public static func readManifest(directory: String) throws(AnnounceError) -> VoicePackManifest {
-        let path = (directory as NSString).appendingPathComponent(manifestName)
+        let path = Path.join(directory, manifestName)
         let data: Data
         do {
             let descriptor = try PackFile.open(manifestName, in: directory)
@@ -92,17 +99,17 @@ public enum VoicePackLoader {
     /// The pack folders of a library folder, sorted.
     public static func packFolders(_ directory: String) throws(AnnounceError) -> [String] {
         let manager = FileManager.default
-        if manager.fileExists(atPath: (directory as NSString).appendingPathComponent(manifestName)) {
+        if manager.fileExists(atPath: Path.join(directory, manifestName)) {
             return [directory]
         }
         let entries: [String]
         do {
             entries = try manager.contentsOfDirectory(atPath: directory)
         } catch {
-            throw AnnounceError(.badVoicePack, "voice pack folder \(directory) cannot be read", cause: "\(error)")
+            throw AnnounceError(.badVoicePack, "voice pack folder \(directory) cannot be read", cause: errorReason(error))
         }
-        let folders = entries.sorted().map { (directory as NSString).appendingPathComponent($0) }.filter {
-            manager.fileExists(atPath: ($0 as NSString).appendingPathComponent(manifestName))
+        let folders = entries.sorted().map { Path.join(directory, $0) }.filter {
+            manager.fileExists(atPath: Path.join($0, manifestName))
         }
         guard !folders.isEmpty else {
             throw AnnounceError(
@@ -115,7 +122,7 @@ public enum VoicePackLoader {
     static func loadClip(
         _ file: String, directory: String, preparer: ClipPreparer, options: Options
     ) throws(AnnounceError) -> (samples: [Float], report: ClipPreparer.Report) {
-        let path = (directory as NSString).appendingPathComponent(file)
+        let path = Path.join(directory, file)
         func refuse(_ problem: String, cause: String? = nil) -> AnnounceError {
             AnnounceError(.badVoicePack, "voice pack clip \(file): \(problem)", cause: cause)
         }

@@ -41,7 +41,7 @@ struct ALSAOnTheRig {
             let samples = Self.tone(seconds: 0.6)
             var parameters: PCMParameters?
             let captured = try await rig.capture {
-                let sink = AlsaSink(device: "pulse", periodMicroseconds: 10_000)
+                let sink = AlsaSink(device: "pulse", periodMicroseconds: 10_000, periods: 16)
                 try sink.open(sampleRate: 16000)
                 parameters = sink.parameters
                 let written = try sink.write(samples[...], stop: { false })
@@ -107,7 +107,7 @@ struct ALSAOnTheRig {
     @Test func aStopRequestEndsTheWriteWithinAPeriod() async throws {
         try await withRigEnvironment { _ in
             let samples = Self.tone(seconds: 2)
-            let sink = AlsaSink(device: "pulse", periodMicroseconds: 10_000)
+            let sink = AlsaSink(device: "pulse", periodMicroseconds: 10_000, periods: 16)
             try sink.open(sampleRate: 16000)
             defer { sink.close() }
             let parameters = try #require(sink.parameters)

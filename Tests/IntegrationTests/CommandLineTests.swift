@@ -105,6 +105,116 @@ extension DaemonIntegration {
             #expect(daemonHelp.stdout.contains("--check-config") && daemonHelp.stdout.contains("SIGHUP"))
         }
 
+        /// One executable, installed under the three names (links), runs the program its name says;
+        /// `announce PROGRAM ARGS…` does the same; any other name or program is a usage error.
+        @Test func theOneExecutableRunsEachProgramByItsName() async throws {
+            func inode(_ path: String) -> UInt? {
+                var info = stat()
+                return stat(path, &info) == 0 ? UInt(info.st_ino) : nil
+            }
+            let names = ["announce", "announced", "announce-ctl", "announce-push"]
+            let inodes = Set(names.map { inode("\(Paths.bin)/\($0)") })
+            #expect(inodes.count == 1 && inodes.first! != nil, "one file under every name: \(inodes)")
+
+            let words = try await run(
+                "\(Paths.bin)/announce", ["announce-ctl", "words", "--voices", Paths.voices, "100"])
+            #expect(words.status == 0 && words.stdout == "100\t到账一百元\n", "\(words)")
+            let daemonHelp = try await run("\(Paths.bin)/announce", ["announced", "--help"])
+            #expect(daemonHelp.status == 0 && daemonHelp.stdout.contains("USAGE: announced"), "\(daemonHelp)")
+            let pushHelp = try await run("\(Paths.bin)/announce-push", ["--help"])
+            #expect(pushHelp.status == 0 && pushHelp.stdout.contains("USAGE: announce-push"), "\(pushHelp)")
+
+            let bare = try await run("\(Paths.bin)/announce", [])
+            #expect(bare.status == 64 && bare.stderr.contains("usage: announce PROGRAM"), "\(bare)")
+            let help = try await run("\(Paths.bin)/announce", ["--help"])
+            #expect(help.status == 0 && help.stdout.contains("announce-ctl    the command line"), "\(help)")
+            let unknown = try await run("\(Paths.bin)/announce", ["speak", "1"])
+            #expect(unknown.status == 64 && unknown.stderr.hasPrefix("announce: unknown program \"speak\"\n"))
+
+            let directory = try Paths.temporaryDirectory("name")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try FileManager.default.createSymbolicLink(
+                atPath: "\(directory)/speaker", withDestinationPath: "\(Paths.bin)/announce")
+            let other = try await run("\(directory)/speaker", ["say", "1"])
+            #expect(other.status == 64 && other.stderr.hasPrefix("announce: called as \"speaker\""), "\(other)")
+        }
+
+        /// The command line loads none of the C libraries that only the daemon, `render` or the push listener
+        /// need: they are loaded on first use (Sources/CLazyLibraries), which keeps each `announce-ctl say` from
+        /// paying for some 40 libraries. The daemon loads its own up front.
+        @Test func theCommandLineStartsWithoutTheDaemonsLibraries() async throws {
+            let libraries = [
+                "libasound", "libsndfile", "libsoxr", "libebur128", "libespeak-ng", "libsystemd", "libmosquitto",
+            ]
+            let ping = try await run(
+                "\(Paths.bin)/announce-ctl", ["ping", "--socket", "/nonexistent/s.sock"],
+                environment: ["LD_DEBUG": "files"])
+            #expect(ping.status == 4 && ping.stderr.contains("cannot connect"), "\(ping)")
+            #expect(ping.stderr.contains("file=libc.so.6"), "LD_DEBUG shows what is loaded: \(ping.stderr)")
+            for library in libraries {
+                #expect(!ping.stderr.contains("file=\(library)"), "announce-ctl ping loaded \(library)")
+            }
+            let daemon = try await run("\(Paths.bin)/announced", ["--help"], environment: ["LD_DEBUG": "files"])
+            #expect(daemon.status == 0)
+            for library in libraries.filter({ $0 != "libmosquitto" }) {
+                #expect(daemon.stderr.contains("file=\(library)"), "announced did not load \(library) at start")
+            }
+        }
+
+        /// What a caller sees for a missing daemon, an unknown option or a bad amount: the same messages and
+        /// exit statuses as ever, word for word.
+        @Test func badInputGetsClearMessagesAndStatuses() async throws {
+            let ctl = "\(Paths.bin)/announce-ctl"
+            let unreachable = try await run(ctl, ["say", "--socket", "/nonexistent/s.sock", "1"])
+            #expect(unreachable.status == 4 && unreachable.stdout.isEmpty)
+            #expect(
+                unreachable.stderr
+                    == "announce-ctl: cannot connect to the daemon at /nonexistent/s.sock: No such file or directory\n")
+
+            let option = try await run(ctl, ["say", "--bogus", "1"])
+            #expect(option.status == 64)
+            #expect(
+                option.stderr == """
+                    Error: Unknown option '--bogus'
+                    Usage: announce-ctl say [<options>] [<amount>]
+                      See 'announce-ctl say --help' for more information.
+
+                    """, "\(option)")
+            let subcommand = try await run(ctl, ["frobnicate"])
+            #expect(
+                subcommand.status == 64 && subcommand.stderr.hasPrefix("Error: Unexpected argument 'frobnicate'\n"))
+            let daemonOption = try await run("\(Paths.bin)/announced", ["--bogus"])
+            #expect(daemonOption.status == 64)
+            #expect(daemonOption.stderr.hasPrefix("Error: Unknown option '--bogus'\nUsage: announced <options>\n"))
+            let pushOption = try await run("\(Paths.bin)/announce-push", ["--bogus"])
+            #expect(pushOption.status == 64 && pushOption.stderr.hasPrefix("Error: Unknown option '--bogus'\n"))
+
+            let decimals = try await run(ctl, ["words", "--voices", Paths.voices, "1.005"])
+            #expect(decimals.status == 2)
+            #expect(
+                decimals.stderr == "announce-ctl: 1.005: the amount has 3 decimals (\".005\"); at most 2 are allowed\n")
+            let letters = try await run(ctl, ["words", "--voices", Paths.voices, "abc"])
+            #expect(letters.status == 2)
+            #expect(
+                letters.stderr.hasPrefix("announce-ctl: abc: the amount contains the invalid character \"a\" (U+0061)"))
+            let render = try await run(ctl, ["render", "--voices", Paths.voices, "--output", "/dev/null", "1.005"])
+            #expect(render.status == 2)
+            #expect(
+                render.stderr
+                    == "announce-ctl: invalid_amount: the amount has 3 decimals (\".005\"); at most 2 are allowed "
+                    + "(too_many_decimals)\n")
+            let language = try await run(ctl, ["words", "--voices", Paths.voices, "--lang", "fr", "1"])
+            #expect(language.status == 2)
+            #expect(
+                language.stderr
+                    == "announce-ctl: unknown_language: no voice pack for language \"fr\" in \(Paths.voices)\n")
+            let noVoices = try await run(ctl, ["words", "--voices", "/nonexistent", "1"])
+            #expect(noVoices.status == 1)
+            #expect(
+                noVoices.stderr.hasPrefix("announce-ctl: bad_voice_pack: voice pack folder /nonexistent cannot be read")
+                    && noVoices.stderr.contains("No such file or directory"), "\(noVoices)")
+        }
+
         @Test func outputJSONAndExitStatuses() async throws {
             try await withDaemon(rig: nil, device: "null") { daemon in
                 let said = try await daemon.ctl(["say", "--json", "--wait", "--order", "E-1", "12.30"])

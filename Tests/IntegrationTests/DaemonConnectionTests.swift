@@ -142,12 +142,16 @@ extension DaemonIntegration {
                 }
                 try await Task.sleep(for: .milliseconds(300))
                 #expect(try await daemon.reply(Request(op: "say", amount: "3", wait: true)).job?.state == .spoken)
+                // Only so that a daemon that never cuts it off fails the test instead of hanging it.
+                let gaveUp = Mutex(false)
                 let watchdog = Task {
                     try await Task.sleep(for: .seconds(30))
+                    gaveUp.withLock { $0 = true }
                     deaf.shutdownBoth()
                 }
                 let sent = try await writer.value
                 watchdog.cancel()
+                #expect(!gaveUp.withLock { $0 }, "the daemon did not close the deaf connection within 30 s")
                 #expect(sent < 2_000, "the daemon closed the connection of a client that does not read")
                 #expect(try await daemon.reply(Request(op: "ping")).ok)
             }

@@ -14,8 +14,31 @@ import SystemPackage
 public enum Paths {
     public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
-    public static var bin: String {
+    /// Where the built multi-call executable `announce` is: `ANNOUNCE_BIN_DIR`, else the debug build.
+    public static var build: String {
         ProcessInfo.processInfo.environment["ANNOUNCE_BIN_DIR"] ?? "\(root)/.build/debug"
+    }
+    /// A folder holding `announced`, `announce-ctl` and `announce-push` (and `announce`): the shipped executable
+    /// under the three names it is installed as (links to it, as `make install` lays them out). `build` itself
+    /// if it holds them already (an installed tree); else a folder of links made once per test process.
+    public static let bin: String = programLinks()
+
+    private static func programLinks() -> String {
+        let programs = ["announced", "announce-ctl", "announce-push"]
+        if programs.allSatisfy({ FileManager.default.isExecutableFile(atPath: "\(build)/\($0)") }) { return build }
+        let executable = URL(fileURLWithPath: "\(build)/announce").standardizedFileURL.path
+        let folder = "/tmp/ann-bin-\(getpid())"
+        try? FileManager.default.removeItem(atPath: folder)
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            for name in ["announce"] + programs {
+                try FileManager.default.createSymbolicLink(atPath: "\(folder)/\(name)", withDestinationPath: executable)
+            }
+        } catch {
+            fatalError("cannot make the program links in \(folder): \(error)")
+        }
+        atexit { try? FileManager.default.removeItem(atPath: "/tmp/ann-bin-\(getpid())") }
+        return folder
     }
     public static var voices: String {
         ProcessInfo.processInfo.environment["ANNOUNCE_VOICES"] ?? "\(root)/out/voices"

@@ -23,11 +23,9 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 started=$(now)
-log "building the guest binaries (release, static Swift stdlib, .build-vm)"
-for product in announced announce-ctl announce-push; do
-    swift build -c release --static-swift-stdlib --scratch-path .build-vm --product "$product" \
-        > "$out/build-$product.log" 2>&1 || { tail -30 "$out/build-$product.log"; exit 1; }
-done
+log "building the guest executable (release, static Swift stdlib, .build-vm)"
+swift build -c release --static-swift-stdlib --scratch-path .build-vm --product announce \
+    > "$out/build-announce.log" 2>&1 || { tail -30 "$out/build-announce.log"; exit 1; }
 built=$(now)
 
 image=$(scripts/vm/image.sh)

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Sample-level processing of decoded clips (mono Float in −1…1). Pure Swift, no I/O; the measurements that
 /// need a C library (loudness, resampling) are made in AnnounceSound and passed in.

@@ -1,4 +1,12 @@
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// How ducking behaves.
@@ -45,7 +53,7 @@ public final class Ducker: @unchecked Sendable {
     private let logger: Logger
     private let sleep: @Sendable (Int) -> Void
     private let queue = DispatchQueue(label: "announce-duck")
-    private let lock = NSLock()
+    private let lock = Lock()
     private var targets: [Target]
     /// Whether the ducker has been asked to hold the others down (state as seen by callers, not by the ramp).
     private var requested = false

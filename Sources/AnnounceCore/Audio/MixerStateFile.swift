@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -46,7 +50,7 @@ public final class MixerStateFile: @unchecked Sendable {
     }
 
     public let path: String
-    private let lock = NSLock()
+    private let lock = Lock()
 
     public init(path: String) {
         self.path = path
@@ -131,7 +135,7 @@ public final class MixerStateFile: @unchecked Sendable {
             if data.isEmpty { return [] }
             return try JSONDecoder().decode([Entry].self, from: data)
         } catch {
-            throw AnnounceError(.mixer, "cannot read the mixer state file \(path)", cause: "\(error)")
+            throw AnnounceError(.mixer, "cannot read the mixer state file \(path)", cause: errorReason(error))
         }
     }
 
@@ -148,7 +152,7 @@ public final class MixerStateFile: @unchecked Sendable {
         do { data = try encoder.encode(entries) } catch {
             throw AnnounceError(.internalError, "cannot encode the mixer state", cause: "\(error)")
         }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Path.directory(of: path)
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let temporary = path + ".tmp"
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

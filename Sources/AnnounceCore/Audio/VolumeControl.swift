@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One playback volume element of a mixer: the ALSA simple mixer element in the daemon, a fault-injecting fake
 /// in tests. Raw values are the element's own integer steps; decibels are in hundredths of a dB, as ALSA has them.
@@ -111,16 +118,16 @@ public enum VolumeLevel: Sendable, Equatable, Codable, CustomStringConvertible {
 
     /// Parses `60%`, `60`, `-20dB`, `-20 dB`.
     public init(parsing text: String) throws(AnnounceError) {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingSpaces()
         let lower = trimmed.lowercased()
-        if lower.hasSuffix("db"), let value = Double(lower.dropLast(2).trimmingCharacters(in: .whitespaces)),
+        if lower.hasSuffix("db"), let value = Double(lower.dropLast(2).trimmingSpaces()),
             value.isFinite
         {
             self = .decibels(value)
             return
         }
         let number = lower.hasSuffix("%") ? String(lower.dropLast()) : lower
-        guard let value = Double(number.trimmingCharacters(in: .whitespaces)), (0...100).contains(value) else {
+        guard let value = Double(number.trimmingSpaces()), (0...100).contains(value) else {
             throw AnnounceError(.badConfiguration, "volume \"\(text)\" is neither N% (0…100) nor N dB")
         }
         self = .percent(value)
@@ -134,7 +141,7 @@ public enum VolumeLevel: Sendable, Equatable, Codable, CustomStringConvertible {
     }
 
     private static func format(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(format: "%.2f", value)
+        value == value.rounded() ? String(Int(value)) : cFormat("%.2f", value)
     }
 }
 

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// What to do when the owner has muted the output.
@@ -61,7 +68,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     private let monitorLock = NSLock()
     private let stateFile: MixerStateFile?
     private let logger: Logger
-    private let lock = NSLock()
+    private let lock = Lock()
 
     /// Inside a burst (between `begin` and `end`).
     private var active = false

@@ -1,4 +1,12 @@
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Synchronization
 
@@ -125,14 +133,12 @@ public final class Player: @unchecked Sendable {
     /// Starts the audio thread. It runs until the queue is closed and empty (and everything written was heard),
     /// or until `abort()`.
     public func start() {
-        let thread = Thread { [self] in
+        SystemThread.detach { [self] in
             Self.nameThread("announce-audio")
             raisePriority()
             run()
             finished.signal()
         }
-        thread.qualityOfService = .userInteractive
-        thread.start()
     }
 
     /// Names the calling thread for `top -H` and `ps -L`. Foundation's `Thread.name` does not reach the kernel on

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The socket protocol (docs/protocol.md): one JSON object per line each way, `id` echoed in replies.
 public enum ProtocolVersion {

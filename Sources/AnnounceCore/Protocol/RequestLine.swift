@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One request line as the daemon reads it: UTF-8 check, JSON decoding into a ``Request``, and the `id` of a
 /// request that fails to decode (so that even a refusal echoes it). Pure, so it can be fuzzed on its own

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What one announcement says: the tokens (one clip each), the sentence printed for people, and the clip file
 /// chosen for every token (context variants applied).
@@ -163,7 +170,7 @@ public struct Composer: Sendable {
     /// Free text, to be synthesised when it plays. Refuses empty text, control characters and text longer
     /// than ``maximumTextLength``.
     public func compose(text: String) throws(AnnounceError) -> Announcement {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespace()
         guard !trimmed.isEmpty else { throw AnnounceError(.badRequest, "the text is empty") }
         guard trimmed.count <= Self.maximumTextLength else {
             throw AnnounceError(

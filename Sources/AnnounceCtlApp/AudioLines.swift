@@ -1,5 +1,12 @@
 import AnnounceCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Output {
     /// The audio engine's report (`status` → audio.engine) as indented lines: the device and its negotiated
@@ -24,7 +31,7 @@ extension Output {
         if let volume = engine.volume {
             var line = "          mixer \(volume.element)"
             if let percent = volume.percent, let raw = volume.raw {
-                line += " " + zip(percent, raw).map { String(format: "%.0f%% (%d)", $0, $1) }.joined(separator: " ")
+                line += " " + zip(percent, raw).map { cFormat("%.0f%% (%ld)", $0, $1) }.joined(separator: " ")
             }
             if let muted = volume.muted { line += muted ? " [muted]" : " [on]" }
             if let threshold = volume.threshold { line += ", threshold \(threshold)" }
@@ -40,7 +47,7 @@ extension Output {
                     + (control.userOverrides > 0 ? " (\(control.userOverrides) left to the user)" : "")
             }
             lines.append(
-                String(format: "          ducking −%.1f dB over %d ms: ", ducking.decibels, ducking.rampMs)
+                cFormat("          ducking −%.1f dB over %ld ms: ", ducking.decibels, ducking.rampMs)
                     + controls.joined(separator: ", "))
         }
         return lines

@@ -3,10 +3,16 @@ import AnnounceMQTT
 import AnnouncePush
 import ArgumentParser
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
-@main
 struct AnnouncePushCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "announce-push",
@@ -29,7 +35,7 @@ func loadConfiguration(_ path: String) throws -> PushConfiguration {
     do {
         return try PushConfiguration.load(path: path)
     } catch {
-        FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+        StandardError.write("announce-push: \(error.message)\n")
         throw ExitCode(2)
     }
 }
@@ -175,7 +181,7 @@ struct MessageOptions: ParsableArguments {
         do {
             _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())
         } catch {
-            FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+            StandardError.write("announce-push: \(error.message)\n")
             throw ExitCode(2)
         }
         return (PushSigner.sign(message, key: secret), configuration)
@@ -229,7 +235,7 @@ struct Publish: ParsableCommand {
         var device = message.device
         if let raw {
             let data =
-                raw == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: raw)
+                raw == "-" ? Data(StandardInput.readAll()) : FileManager.default.contents(atPath: raw)
             guard let data else { throw ValidationError("cannot read \(raw)") }
             payload = Array(data)
             configuration = try message.config.map(loadConfiguration)
@@ -263,7 +269,7 @@ struct Publish: ParsableCommand {
         do {
             try publisher.publish(topic: topic, payload: payload)
         } catch {
-            FileHandle.standardError.write(Data("announce-push: \(error.message)\n".utf8))
+            StandardError.write("announce-push: \(error.message)\n")
             throw ExitCode(4)
         }
         print(String(decoding: payload, as: UTF8.self))

@@ -1,6 +1,13 @@
 import AnnounceCore
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct SayText: ParsableCommand {
     static let configuration = CommandConfiguration(

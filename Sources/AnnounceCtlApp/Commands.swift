@@ -1,7 +1,14 @@
 import AnnounceClient
 import AnnounceCore
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Options shared by the commands that create a job.
 struct JobOptions: ParsableArguments {
@@ -68,11 +75,15 @@ struct Say: ParsableCommand {
         if amount != nil && fen != nil { throw ValidationError("give either an AMOUNT or --fen, not both") }
     }
 
-    func run() throws {
-        let request = Request(
+    /// The request this command sends (``FastSay`` builds the same without ArgumentParser).
+    var request: Request {
+        Request(
             id: requestID(), op: "say", amount: amount, fen: fen, channel: channel, refund: refund ? true : nil,
             lang: lang, style: style, liang: liang ? true : nil, order: order, priority: job.priority, ttl: job.ttl,
             wait: job.wait ? true : nil)
+    }
+
+    func run() throws {
         try exchange(request, connection, waited: job.wait) { reply in
             reply.job.map(Output.describe(job:)) ?? "ok"
         }
@@ -371,7 +382,7 @@ struct MetricsCommand: ParsableCommand {
 
     func run() throws {
         try exchange(Request(id: requestID(), op: "metrics"), connection) { reply in
-            (reply.metrics ?? "").trimmingCharacters(in: .newlines)
+            (reply.metrics ?? "").trimmingNewlines()
         }
     }
 }

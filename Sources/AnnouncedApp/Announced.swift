@@ -1,12 +1,18 @@
 import AnnounceCore
 import AnnounceServer
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Metrics
 import Prometheus
 
-@main
 struct Announced: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "announced",
@@ -83,6 +89,11 @@ struct Announced: AsyncParsableCommand {
     )
     var leadInMs: Int?
 
+    @Option(
+        name: .customLong("pause-ms"),
+        help: ArgumentHelp("Silence between two announcements heard one after the other (0: none).", valueName: "ms"))
+    var pauseMs: Int?
+
     @Flag(name: .customLong("keep-open"), inversion: .prefixedNo, help: "Keep the PCM open between announcements.")
     var keepOpen: Bool?
 
@@ -158,6 +169,7 @@ struct Announced: AsyncParsableCommand {
         overrides.periodMicroseconds = periodMicroseconds
         overrides.periods = periods
         overrides.leadInMs = leadInMs
+        overrides.pauseMs = pauseMs
         overrides.keepDeviceOpen = keepOpen
         overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit", "audio.stall_limit")
         try audio.apply(to: &overrides)
@@ -195,14 +207,14 @@ struct Announced: AsyncParsableCommand {
         do {
             configuration = try DaemonConfiguration.resolve(configFile: configFile, overrides: overrides)
         } catch {
-            FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+            StandardError.write("announced: \(error.message)\n")
             throw ExitCode(1)
         }
         if checkConfig {
             do {
                 print(try DaemonCheck.report(configuration))
             } catch {
-                FileHandle.standardError.write(Data("announced: \(error.message)\n".utf8))
+                StandardError.write("announced: \(error.message)\n")
                 throw ExitCode(1)
             }
             return

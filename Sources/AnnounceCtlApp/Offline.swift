@@ -1,7 +1,14 @@
 import AnnounceCore
 import AnnounceSound
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Options of the subcommands that compose without a daemon.
 struct VoiceOptions: ParsableArguments {
@@ -32,7 +39,7 @@ struct VoiceOptions: ParsableArguments {
     func packDirectory() throws(AnnounceError) -> String {
         let folders = try VoicePackLoader.packFolders(library)
         if folders == [library] { return library }
-        let named = (library as NSString).appendingPathComponent(lang)
+        let named = Path.join(library, lang)
         if folders.contains(named) { return named }
         let key = Composer.languageKey(lang)
         for folder in folders
@@ -260,9 +267,8 @@ struct Render: ParsableCommand {
             try SoundFile.writeWAV(path: output, samples: samples, sampleRate: pack.sampleRate)
             let seconds = Double(samples.count) / Double(pack.sampleRate)
             print(
-                String(
-                    format: "%@\t%@ (%.2f s, %d Hz)", output, failure == nil ? announcement.text : "(chime)",
-                    seconds, pack.sampleRate))
+                "\(output)\t\(failure == nil ? announcement.text : "(chime)") "
+                    + "(\(cFormat("%.2f", seconds)) s, \(pack.sampleRate) Hz)")
             if let failure {
                 Output.error("\(failure.description); wrote the chime the daemon would play instead")
                 throw ExitCode(1)

@@ -2,9 +2,15 @@ import AnnounceClient
 import AnnounceCore
 import AnnounceSound
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
-@main
 struct AnnounceCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "announce-ctl",
@@ -79,12 +85,22 @@ func requestID() -> String { "ctl-\(getpid())" }
 func exchange(
     _ request: Request, _ options: ConnectionOptions, waited: Bool = false, describe: (Response) -> String
 ) throws {
-    let path = Client.socketPath(explicit: options.socket)
+    try exchange(request, socket: options.socket, json: options.json, waited: waited, describe: describe)
+}
+
+/// ``exchange(_:_:waited:describe:)`` with the connection options as values (``FastSay`` has no
+/// ``ConnectionOptions``: making one costs ArgumentParser's set-up), and `encoded`, the request already encoded
+/// (else it is encoded here).
+func exchange(
+    _ request: Request, socket: String?, json: Bool, encoded: [UInt8]? = nil, waited: Bool = false,
+    describe: (Response) -> String
+) throws {
+    let path = Client.socketPath(explicit: socket)
     let replies: [Response]
     do {
         let client = try Client(path: path)
-        replies = try client.send(request) { reply in
-            if options.json {
+        let show = { (reply: Response) in
+            if json {
                 print(Output.json(reply))
             } else if reply.ok {
                 print(describe(reply))
@@ -94,6 +110,11 @@ func exchange(
                 print("error: \(reply.error?.code ?? "?"): \(reply.error?.message ?? "")")
             }
             fflush(nil)
+        }
+        if let encoded {
+            replies = try client.send(encoded: encoded, onReply: show)
+        } else {
+            replies = try client.send(request, onReply: show)
         }
     } catch {
         Output.error(error.description)
@@ -114,7 +135,7 @@ enum Output {
     }
 
     static func error(_ message: String) {
-        FileHandle.standardError.write(Data("announce-ctl: \(message)\n".utf8))
+        StandardError.write("announce-ctl: \(message)\n")
     }
 
     /// `job 3 spoken: 到账一百元 (first sample 12.3 ms, done 2450.1 ms)`
@@ -126,8 +147,8 @@ enum Output {
         if let priority = job.priority, priority != .payment { details.append(priority.rawValue) }
         if let order = job.order { details.append("order \(order)") }
         if let replayOf = job.replayOf { details.append("replay of \(replayOf)") }
-        if let first = job.firstSampleMs { details.append(String(format: "first sample %.1f ms", first)) }
-        if let finished = job.finishedMs { details.append(String(format: "done %.1f ms", finished)) }
+        if let first = job.firstSampleMs { details.append(cFormat("first sample %.1f ms", first)) }
+        if let finished = job.finishedMs { details.append(cFormat("done %.1f ms", finished)) }
         if !details.isEmpty { line += " (\(details.joined(separator: ", ")))" }
         if let error = job.error { line += " — \(error.code): \(error.message)" }
         return line

@@ -1,0 +1,201 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The few things the project used from full Foundation (swift-corelibs-foundation), over the C library instead.
+// Full Foundation links ICU (≈ 40 MB, most of a static binary) and costs every process its start-up; everything
+// else the project needs is in FoundationEssentials, the standard library, Synchronization or Dispatch
+// (docs/benchmarks.md, "Size").
+
+/// A mutual-exclusion lock (pthread mutex), in the shape of Foundation's `NSLock`.
+public final class Lock: @unchecked Sendable {  // the mutex is only touched through pthread calls
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    public init() {
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
+
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// Threads of our own (pthread): the audio thread and blocking work that must not hold Swift concurrency's few
+/// threads.
+public enum SystemThread {
+    private final class Work {
+        let name: String?
+        let body: @Sendable () -> Void
+        init(name: String?, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Runs `body` on a new detached thread, named `name` (at most 15 bytes reach the kernel) if given.
+    public static func detach(name: String? = nil, _ body: @escaping @Sendable () -> Void) {
+        let work = Unmanaged.passRetained(Work(name: name, body: body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let result = pthread_create(
+            &thread, &attributes,
+            { raw in
+                let work = Unmanaged<Work>.fromOpaque(raw!).takeRetainedValue()
+                if let name = work.name { SystemThread.nameCurrent(name) }
+                work.body()
+                return nil
+            }, work)
+        if result != 0 {
+            // Out of threads or memory: nothing sensible can run without it.
+            fatalError("pthread_create: \(String(cString: strerror(result)))")
+        }
+    }
+
+    /// Names the calling thread for `top -H` and `ps -L`, as `pthread_setname_np` does (it is not visible to
+    /// Swift): by writing `/proc/thread-self/comm`. Best effort.
+    public static func nameCurrent(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// Sleeps the calling thread.
+    public static func sleep(seconds: Double) {
+        guard seconds > 0 else { return }
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+    }
+}
+
+/// Paths as strings, as `NSString`'s path methods treat them.
+public enum Path {
+    /// `directory` and `name` joined by one slash (`name` alone if `directory` is empty).
+    public static func join(_ directory: String, _ name: String) -> String {
+        if directory.isEmpty { return name }
+        if name.isEmpty { return directory }
+        return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    /// The folder of `path`: "/a/b" → "/a", "/a" → "/", "a" → "", trailing slashes ignored.
+    public static func directory(of path: String) -> String {
+        var text = Substring(path)
+        while text.count > 1 && text.hasSuffix("/") { text = text.dropLast() }
+        guard let slash = text.lastIndex(of: "/") else { return "" }
+        if slash == text.startIndex { return "/" }
+        var folder = text[..<slash]
+        while folder.count > 1 && folder.hasSuffix("/") { folder = folder.dropLast() }
+        return String(folder)
+    }
+}
+
+/// What went wrong, readably: for an error of FoundationEssentials' file APIs the system's reason ("No such
+/// file or directory"), which it does not put in its own description (`CocoaError(code: …, userInfo: …)`);
+/// any other error as it describes itself.
+public func errorReason(_ error: any Error) -> String {
+    if let cocoa = error as? CocoaError, let posix = cocoa.underlying as? POSIXError {
+        return String(cString: strerror(posix.code.rawValue))
+    }
+    if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+    return "\(error)"
+}
+
+/// Writes to standard error, unbuffered (log lines, command-line errors).
+public enum StandardError {
+    public static func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            offset += written
+        }
+        bytes.removeAll()
+    }
+}
+
+/// Reads standard input to its end.
+public enum StandardInput {
+    public static func readAll() -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return bytes }
+            bytes += chunk[..<count]
+        }
+    }
+}
+
+/// printf-style formatting of numbers with the C library (`vsnprintf`, the "C" locale: a decimal point
+/// whatever the environment says), for what `String(format:)` did: `cFormat("%.1f ms", 12.25)`.
+/// Numbers and C strings only (no `%@`).
+public func cFormat(_ format: String, _ arguments: any CVarArg...) -> String {
+    withVaList(arguments) { list in
+        var buffer = [CChar](repeating: 0, count: 128)
+        let needed = Int(vsnprintf(&buffer, buffer.count, format, list))
+        if needed >= buffer.count {
+            buffer = [CChar](repeating: 0, count: needed + 1)
+            return withVaList(arguments) { again in
+                _ = vsnprintf(&buffer, buffer.count, format, again)
+                return String(decoding: buffer.prefix(needed).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        }
+        return String(decoding: buffer.prefix(max(0, needed)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension String {
+    /// The C string in `buffer`, up to its NUL (or all of it).
+    public init(cBuffer buffer: [CChar]) {
+        self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (Foundation's `.whitespaces`; newlines are kept).
+    public func trimmingSpaces() -> String {
+        trimming { $0.isWhitespace && !$0.isNewline }
+    }
+
+    /// Without leading and trailing white space, newlines included (Foundation's `.whitespacesAndNewlines`).
+    public func trimmingWhitespace() -> String {
+        trimming { $0.isWhitespace }
+    }
+
+    /// Without leading and trailing newlines (Foundation's `.newlines`).
+    public func trimmingNewlines() -> String {
+        trimming { $0.isNewline }
+    }
+
+    private func trimming(_ drop: (Character) -> Bool) -> String {
+        guard let first = firstIndex(where: { !drop($0) }), let last = lastIndex(where: { !drop($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+}

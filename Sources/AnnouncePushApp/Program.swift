@@ -1,0 +1,7 @@
+/// `announce-push` as the `announce` executable runs it (Sources/announce).
+public enum AnnouncePushProgram {
+    /// Parses `arguments` (without the program name) and runs the command; exits on an error, returns on success.
+    public static func main(_ arguments: [String]) {
+        AnnouncePushCommand.main(arguments)
+    }
+}

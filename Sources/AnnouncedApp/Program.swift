@@ -1,0 +1,39 @@
+import AnnounceCore
+import CLazyLibraries
+import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `announced` as the `announce` executable runs it (Sources/announce).
+public enum AnnouncedProgram {
+    /// Parses `arguments` (without the program name) and runs the daemon until it stops; then exits.
+    /// What an `async` `@main` does, kept out of the executable's own entry so that the command line's
+    /// synchronous path does not start Swift concurrency's main executor.
+    public static func main(_ arguments: [String]) -> Never {
+        loadLibraries()
+        Task {
+            await Announced.main(arguments)
+            exit(0)
+        }
+        dispatchMain()
+    }
+
+    /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads them all
+    /// before it starts, so that no announcement waits for one, and so that a missing one stops it at once with
+    /// the reason, as the dynamic loader would have.
+    static func loadLibraries() {
+        let libraries = [
+            ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SNDFILE, ANNOUNCE_LAZY_SOXR, ANNOUNCE_LAZY_EBUR128,
+            ANNOUNCE_LAZY_ESPEAK, ANNOUNCE_LAZY_SYSTEMD,
+        ]
+        for library in libraries {
+            var error = [CChar](repeating: 0, count: 512)
+            guard announce_lazy_load(Int32(library), &error, error.count) == 0 else {
+                StandardError.write("announced: cannot load a library it needs: \(String(cBuffer: error))\n")
+                exit(1)
+            }
+        }
+    }
+}
