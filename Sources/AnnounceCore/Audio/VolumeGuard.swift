@@ -65,7 +65,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     private let control: any VolumeControl
     /// A second handle on the same element, for `status()` only (nil: status reads through `control`).
     private let monitor: (any VolumeControl)?
-    private let monitorLock = NSLock()
+    private let monitorLock = Lock()
     private let stateFile: MixerStateFile?
     private let logger: Logger
     private let lock = Lock()
