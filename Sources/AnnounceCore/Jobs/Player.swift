@@ -435,6 +435,12 @@ public final class Player: @unchecked Sendable {
     /// The burst is over: stop the stream, release the device unless kept open, put the mixer back.
     private func endBurst() {
         sink.drain()
+        // The mixer first, then the state: whoever sees the engine idle sees the owner's volume back.
+        volume?.end()
+        if ducked {
+            ducker?.restore()
+            ducked = false
+        }
         if settings.keepOpen && sink.status.isOpen {
             setState(.open)
         } else {
@@ -445,11 +451,7 @@ public final class Player: @unchecked Sendable {
         streamHasSound = false
         lastSoundEnded = Monotonic.nanos
         inBurst = false
-        volume?.end()
-        if ducked {
-            ducker?.restore()
-            ducked = false
-        }
+        shared.withLock { $0.busy = false }
     }
 
     /// Reports a job's end and gives it back to the queue.
