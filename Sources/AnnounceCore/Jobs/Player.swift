@@ -277,7 +277,9 @@ public final class Player: @unchecked Sendable {
     /// unheard until its end leaves the device), or has ended (failed, cancelled), or went back for a replay.
     private func play(_ job: Job) {
         if queue.isCancelRequested(job.id) {
-            return finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client")
+            return finish(job, result)
         }
         inBurst = true
         if volume?.begin() == .muted {
@@ -384,7 +386,9 @@ public final class Player: @unchecked Sendable {
         let waiting = replay.filter { queue.isCancelRequested($0.id) }
         replay.removeAll { queue.isCancelRequested($0.id) }
         for job in waiting {
-            finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client while waiting for the device")
+            finish(job, result)
         }
         let cancelled = unheard.filter { queue.isCancelRequested($0.job.id) }
         guard !cancelled.isEmpty else { return false }
@@ -397,7 +401,7 @@ public final class Player: @unchecked Sendable {
         for entry in cancelled {
             var result = entry.result
             result.state = .cancelled
-            result.error = nil
+            result.error = AnnounceError(.cancelled, "cancelled by a client while playing")
             result.finishedNanos = Monotonic.nanos - entry.job.acceptedAt
             finish(entry.job, result)
         }
