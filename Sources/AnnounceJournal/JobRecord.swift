@@ -60,8 +60,8 @@ public struct JobRecord: Codable, Sendable, Equatable {
             self.refund = refund
         case let .prompt(name):
             self.prompt = name
-        case .text:
-            break  // the text itself is the announcement's text, kept in `text`
+        case .text, .summary:
+            break  // the words are the announcement's text, kept in `text`; a summary is no payment (no amount)
         }
         self.replayOf = replayOf.map(Int64.init)
         self.acceptedAt = acceptedAtMs

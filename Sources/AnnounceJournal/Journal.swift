@@ -360,6 +360,36 @@ public final class Journal: Sendable {
         }
     }
 
+    // MARK: The day's takings
+
+    /// The payments accepted in `[fromMs, toMs)` (a local day, see `LocalDay`): those heard (`spoken`) counted and
+    /// summed in integer fen, refunds apart; those not heard (failed, expired, cancelled, or still waiting)
+    /// counted. Replays are repeats, not payments, and are left out, as are prompts, text and summaries.
+    public func dayTotals(fromMs: Int64, toMs: Int64) throws(AnnounceError) -> DayTotals {
+        let rows = try read("be read") { (db) throws(SQLiteError) in
+            try db.rows(
+                """
+                SELECT amount, refund, state FROM job
+                WHERE accepted_at >= ? AND accepted_at < ? AND amount IS NOT NULL AND replay_of IS NULL
+                """,
+                arguments: [fromMs, toMs]
+            ) { row in (amount: row.text(0) ?? "", refund: row.bool(1) ?? false, state: row.text(2) ?? "") }
+        }
+        var totals = DayTotals()
+        for row in rows {
+            guard row.state == JobState.spoken.rawValue else {
+                if !row.refund { totals.unheard += 1 }
+                continue
+            }
+            // The column holds the canonical text the job was accepted with ("1234.50"): parsed, never a float.
+            guard let amount = try? Amount(parsing: row.amount) else {
+                throw AnnounceError(.journal, "the journal holds an amount that cannot be read: \"\(row.amount)\"")
+            }
+            try totals.add(fen: amount.fen, refund: row.refund)
+        }
+        return totals
+    }
+
     // MARK: Housekeeping
 
     /// Forgets finished jobs that ended before `jobsBeforeMs` and order ids accepted before `ordersBeforeMs`.
