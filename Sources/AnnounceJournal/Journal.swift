@@ -354,6 +354,20 @@ public final class Journal: Sendable {
         }
     }
 
+    /// The jobs with an id above `afterID` whose final state is recorded, lowest id first, at most `limit`: what a
+    /// `subscribe` with `since` replays.
+    public func finishedJobs(afterID: UInt64, limit: Int) throws(AnnounceError) -> [JobRecord] {
+        do {
+            return try pool.read { db in
+                try JobRecord.filter(
+                    Column("id") > Int64(clamping: afterID) && !["queued", "playing"].contains(Column("state"))
+                ).order(Column("id")).limit(limit).fetchAll(db)
+            }
+        } catch {
+            throw failure("be read", error)
+        }
+    }
+
     /// The most recently spoken payment (what `replay` repeats by default).
     public func lastSpokenPayment() throws(AnnounceError) -> JobRecord? {
         do {

@@ -99,6 +99,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var writeTimeoutSeconds: Double = 10
     /// SIGTERM waits this long for the announcement playing to finish before cutting it, seconds.
     public var shutdownTimeoutSeconds: Double = 10
+    /// Events a `subscribe` client may leave unread before it is dropped (`lagged`).
+    public var subscriberBuffer = 1024
 
     public init(socketPath: String, stateDirectory: String, voicesDirectory: String) {
         self.socketPath = socketPath
@@ -158,6 +160,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 (0..<maxClients).contains(reservedClients),
                 "limits.reserved_clients: must be 0 … max_clients − 1 (\(maxClients - 1)), so that readers keep a slot")
         }
+        check((16...65_536).contains(subscriberBuffer), "limits.subscriber_buffer: must be 16…65536")
         check(
             ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel),
             "log_level: must be trace, debug, info, notice, warning, error or critical")
@@ -261,6 +264,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             request_timeout = \(Duration.describe(requestTimeoutSeconds))
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
             shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
+            subscriber_buffer = \(subscriberBuffer)
             """
     }
 }

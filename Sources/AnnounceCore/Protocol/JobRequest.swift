@@ -56,7 +56,7 @@ extension Request {
         case .say, .prompt, .text: .submit
         case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true) ? .control : .read
-        case .status, .queue, .history, .ping, .metrics: .read
+        case .status, .queue, .history, .ping, .metrics, .subscribe: .read
         }
     }
 

@@ -16,7 +16,7 @@ public enum ProtocolVersion {
 
 /// The operations of the protocol.
 public enum Operation: String, Sendable, CaseIterable, Codable {
-    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics
+    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, subscribe
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -70,13 +70,15 @@ public struct Request: Codable, Sendable, Equatable {
     // volume
     public var threshold: Int?
     public var reset: Bool?
+    // subscribe: replay the final states of the jobs with an id above this one first
+    public var since: UInt64?
 
     public init(
         id: String? = nil, v: Int? = nil, op: String, amount: String? = nil, fen: Int64? = nil,
         channel: String? = nil, refund: Bool? = nil, lang: String? = nil, style: String? = nil,
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
-        reset: Bool? = nil, text: String? = nil
+        reset: Bool? = nil, text: String? = nil, since: UInt64? = nil
     ) {
         self.id = id
         self.v = v
@@ -99,11 +101,12 @@ public struct Request: Codable, Sendable, Equatable {
         self.threshold = threshold
         self.reset = reset
         self.text = text
+        self.since = since
     }
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text
+            all, limit, threshold, reset, text, since
     }
 
     public init(from decoder: any Decoder) throws {
@@ -133,6 +136,7 @@ public struct Request: Codable, Sendable, Equatable {
         threshold = try c.decodeIfPresent(Int.self, forKey: .threshold)
         reset = try c.decodeIfPresent(Bool.self, forKey: .reset)
         text = try c.decodeIfPresent(String.self, forKey: .text)
+        since = try c.decodeIfPresent(UInt64.self, forKey: .since)
     }
 }
 
@@ -235,10 +239,14 @@ public struct Response: Codable, Sendable, Equatable {
     /// `metrics`: Prometheus text exposition format.
     public var metrics: String?
     public var error: ErrorInfo?
+    /// `subscribe`: what this line reports, a ``SubscriptionEvent`` name (text, so that an older client reads a
+    /// newer daemon's events).
+    public var event: String?
 
     public init(
         id: String?, ok: Bool, done: Bool = true, v: Int? = nil, job: JobInfo? = nil, jobs: [JobInfo]? = nil,
-        status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil
+        status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil,
+        event: String? = nil
     ) {
         self.id = id
         self.ok = ok
@@ -250,6 +258,7 @@ public struct Response: Codable, Sendable, Equatable {
         self.volume = volume
         self.metrics = metrics
         self.error = error
+        self.event = event
     }
 
     public static func failure(id: String?, _ error: AnnounceError, job: JobInfo? = nil) -> Response {
