@@ -101,6 +101,9 @@ struct CheckConfig: ParsableCommand {
             daemon      \(c.socketPath)  hold \(c.holdSeconds) s
             keys        \(c.keyring.ids.joined(separator: " "))
             window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
+            status      \(c.statusEnabled ? "\(c.statusTopic) (retained, last will; refresh \(c.statusRefreshSeconds) s)" : "off")
+            receipts    \(c.receiptsEnabled ? "\(c.receiptTopic) (signed with \(c.effectiveReceiptKeyID ?? "?"))" : "off")
+            state       \(c.stateDirectory)
             """)
     }
 }
