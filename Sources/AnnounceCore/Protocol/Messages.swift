@@ -271,7 +271,9 @@ public enum WallClock {
     public static var nowMs: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     public static func iso8601(ms: Int64) -> String {
-        Date(timeIntervalSince1970: Double(ms) / 1000).formatted(
+        // Half a millisecond more: the style truncates to milliseconds, and ms / 1000 is seldom exact in binary
+        // (…589.372 is …589.37199…, which would be written …589.371).
+        Date(timeIntervalSince1970: (Double(ms) + 0.5) / 1000).formatted(
             Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }
