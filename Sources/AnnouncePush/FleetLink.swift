@@ -58,8 +58,8 @@ public final class FleetLink: Sendable {
         guard let keyID = configuration.effectiveReceiptKeyID, let key = configuration.keyring.bytes(keyID) else {
             throw AnnounceError(.badRequest, "no key to sign receipts with ([keys], receipts.kid)")
         }
-        let store = try ReceiptStore(directory: Path.join(configuration.stateDirectory, "receipts"))
-        return try Receipts(
+        let store = ReceiptStore(directory: Path.join(configuration.stateDirectory, "receipts"))
+        return Receipts(
             store: store, settings: Receipts.Settings(device: configuration.device, keyID: keyID, key: key),
             outbox: outbox, logger: logger)
     }

@@ -47,27 +47,26 @@ public final class ReceiptStore: Sendable {
     /// Held while a file is written or removed.
     private let lock = Mutex(())
 
-    /// Opens (creating if needed) the folder. Leftover temporary files of a write that never finished are removed.
-    public init(directory: String) throws(AnnounceError) {
+    /// The store in `directory`, created if needed (now if it can be, else at the first write). Leftover temporary
+    /// files of a write that never finished are removed.
+    public init(directory: String) {
         self.directory = directory
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw AnnounceError(.badRequest, "cannot create the receipt folder \(directory)", cause: errorReason(error))
-        }
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasSuffix(".tmp")
         {
             unlink(Path.join(directory, name))
         }
     }
 
-    /// Every entry on disk, oldest first. An unreadable file is skipped and reported in `damaged`.
+    /// Every entry on disk, oldest first (none if the folder does not exist yet). An unreadable file is skipped and
+    /// reported in `damaged`.
     public func load() throws(AnnounceError) -> (entries: [ReceiptEntry], damaged: [String]) {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
         } catch {
-            throw AnnounceError(.badRequest, "cannot read the receipt folder \(directory)", cause: errorReason(error))
+            guard FileManager.default.fileExists(atPath: directory) else { return ([], []) }
+            throw AnnounceError(.journal, "cannot read the receipt folder \(directory)", cause: errorReason(error))
         }
         var entries: [ReceiptEntry] = []
         var damaged: [String] = []
@@ -93,7 +92,12 @@ public final class ReceiptStore: Sendable {
         let final = Path.join(directory, Self.fileName(entry.seq))
         let temporary = final + ".tmp"
         try lock.withLock { _ throws(AnnounceError) in
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            var fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd < 0 && errno == ENOENT {
+                // The folder could not be made at start (or was removed): make it now.
+                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            }
             guard fd >= 0 else { throw failure("create", temporary) }
             var offset = 0
             while offset < bytes.count {

@@ -82,16 +82,23 @@ public final class Receipts: Sendable {
     private let changeHandler = Mutex<@Sendable () -> Void>({})
 
     /// Loads what the store holds: receipts made and not acknowledged are queued at once; owed entries wait for
-    /// their job's final state.
-    public init(
-        store: ReceiptStore, settings: Settings, outbox: Outbox, logger: Logger, retrySeconds: Double = 5
-    ) throws(AnnounceError) {
+    /// their job's final state. A store that cannot be read is logged, and the listener starts all the same:
+    /// payments never wait for receipts.
+    public init(store: ReceiptStore, settings: Settings, outbox: Outbox, logger: Logger, retrySeconds: Double = 5) {
         self.store = store
         self.retrySeconds = retrySeconds
         self.settings = settings
         self.outbox = outbox
         self.logger = logger
-        let (entries, damaged) = try store.load()
+        var entries: [ReceiptEntry] = []
+        var damaged: [String] = []
+        do throws(AnnounceError) {
+            (entries, damaged) = try store.load()
+        } catch {
+            logger.error(
+                "cannot read the pending receipts; starting without them",
+                metadata: ["error": "\(error)", "path": "\(store.directory)"])
+        }
         for path in damaged {
             logger.error("a pending receipt file cannot be read; left as it is", metadata: ["path": "\(path)"])
         }

@@ -133,7 +133,7 @@ struct PushFleetTests {
                     #expect(receipts.allSatisfy { $0.isValid(with: Self.deviceKey) })
                     #expect(try await daemon.jobs(order: "DUP-1").count == 1)
                     try await Self.waitUntilNothingPending(setup)
-                    #expect(listener.logLines(containing: "duplicate", "order.id=DUP-1").count == 1)
+                    #expect(listener.logLines(containing: "(duplicate)", "order.id=DUP-1").count == 1)
                 }
             }
         }

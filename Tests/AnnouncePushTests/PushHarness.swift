@@ -59,6 +59,13 @@ final class PushSetup: Sendable {
     func startListener(waitForSubscription: Bool = true, as identity: Identity? = nil) async throws
         -> BackgroundProcess
     {
+        if let identity {
+            // Its own state folder, as systemd's StateDirectory= gives the service's user.
+            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            guard chown(stateDirectory, identity.uid, identity.gid) == 0 else {
+                throw HarnessError("cannot give \(stateDirectory) to uid \(identity.uid)")
+            }
+        }
         let listener = try await BackgroundProcess.start(
             "\(Paths.bin)/announce-push", ["run", "--config", configPath], identity: identity,
             logFile: "\(directory)/push.log")

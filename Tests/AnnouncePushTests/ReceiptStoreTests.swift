@@ -19,7 +19,7 @@ struct ReceiptStoreTests {
     @Test func entriesAreWrittenReplacedAndRemoved() throws {
         let directory = try Self.folder()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try ReceiptStore(directory: directory)
+        let store = ReceiptStore(directory: directory)
         let owed = ReceiptEntry(seq: 2, order: "A", job: 7, duplicate: false, handedAt: 100)
         try store.save(owed)
         try store.save(ReceiptEntry(seq: 1, order: "B", job: 6, duplicate: true, handedAt: 90, receipt: "{}"))
@@ -42,7 +42,7 @@ struct ReceiptStoreTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "{\"seq\":3,".write(toFile: "\(directory)/0000000000000003.json.tmp", atomically: false, encoding: .utf8)
         try "garbage".write(toFile: "\(directory)/0000000000000004.json", atomically: false, encoding: .utf8)
-        let store = try ReceiptStore(directory: directory)
+        let store = ReceiptStore(directory: directory)
         let loaded = try store.load()
         #expect(loaded.entries.isEmpty)
         #expect(loaded.damaged == ["\(directory)/0000000000000004.json"])
@@ -55,7 +55,7 @@ struct ReceiptStoreTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(try await run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", directory]).status == 0)
         defer { _ = directory.withCString { umount2($0, Int32(MNT_DETACH)) } }
-        let store = try ReceiptStore(directory: directory)
+        let store = ReceiptStore(directory: directory)
         _ = try await run("/bin/dd", ["if=/dev/zero", "of=\(directory)/filler", "bs=4k", "count=100"])
         let big = ReceiptEntry(
             seq: 1, order: "A", job: 1, duplicate: false, handedAt: 1, receipt: String(repeating: "x", count: 8192))
@@ -74,7 +74,7 @@ struct ReceiptStoreTests {
 
     static func engine(_ directory: String, retrySeconds: Double = 5) throws -> (Receipts, Outbox) {
         let outbox = Outbox(statusTopic: "s", receiptTopic: "r", logger: logger)
-        let receipts = try Receipts(
+        let receipts = Receipts(
             store: ReceiptStore(directory: directory), settings: settings, outbox: outbox, logger: logger,
             retrySeconds: retrySeconds)
         return (receipts, outbox)
