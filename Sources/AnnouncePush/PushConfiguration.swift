@@ -46,6 +46,8 @@ public struct PushConfiguration: Sendable {
     public var currencies: Set<String> = ["CNY"]
 
     public var prompts = StatusPrompter.Policy()
+    /// How payments are read when a message does not say (`[reading]`): style and 两; unset, the daemon decides.
+    public var reading = ReadingDefaults.Choice()
     public var logLevel = "info"
 
     /// Where pending receipts are kept until the broker acknowledges them (`<stateDirectory>/receipts`).
@@ -102,7 +104,7 @@ public struct PushConfiguration: Sendable {
     public var verifier: PushVerifier {
         PushVerifier(
             device: device, keyring: keyring, maximumAgeMs: Int64(maximumAgeSeconds * 1000),
-            maximumFutureMs: Int64(maximumFutureSeconds * 1000), currencies: currencies)
+            maximumFutureMs: Int64(maximumFutureSeconds * 1000), currencies: currencies, reading: reading)
     }
 
     // MARK: Loading
@@ -148,8 +150,8 @@ public struct PushConfiguration: Sendable {
 
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
             let known = [
-                "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "state_dir",
-                "status", "receipts",
+                "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading",
+                "state_dir", "status", "receipts",
             ]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
             guard let device = string(root, "device", "device") else {
@@ -195,6 +197,7 @@ public struct PushConfiguration: Sendable {
                 problem("keys", "at least one key is required ([keys] k1 = \"hex:…\"); nothing verifies without")
             }
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
+            if let reading = table(root, "reading") { readReading(reading, &configuration) }
             if let text = string(root, "state_dir", "state_dir") {
                 if text.isEmpty {
                     problem("state_dir", "must not be empty")
@@ -331,6 +334,23 @@ public struct PushConfiguration: Sendable {
                     case "lost": c.prompts.lostPrompt = text
                     default: c.prompts.restoredPrompt = text
                     }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readReading(_ reading: TOMLTable, _ c: inout PushConfiguration) {
+            for key in reading.keys {
+                let name = "reading.\(key)"
+                switch key {
+                case "style":
+                    guard let text = string(reading, key, name) else { continue }
+                    if let style = ReadingStyle(rawValue: text) {
+                        c.reading.style = style
+                    } else {
+                        problem(name, "must be \"decimal\" (十点五元) or \"units\" (十元五角)")
+                    }
+                case "liang": if let flag = bool(reading, key, name) { c.reading.liang = flag }
                 default: problem(name, "unknown key")
                 }
             }

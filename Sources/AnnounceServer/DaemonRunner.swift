@@ -58,6 +58,8 @@ public struct DaemonRunner: Service {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let (shutdown, trigger) = AsyncStream<Void>.makeStream()
         let server = SocketServer(daemon: daemon, listener: listener, logger: logger)
+        // The keys, the day's total at its time, the everyday volume level: beside the socket, with the player.
+        let shop = ShopServices(daemon: daemon)
         var failure: (any Error)?
         await withGracefulShutdownHandler {
             await withTaskGroup(of: (any Error)?.self) { group in
@@ -67,6 +69,7 @@ public struct DaemonRunner: Service {
                     do {
                         try await server.run {
                             daemon.start()
+                            shop.start()
                             SystemdIntegration.ready(listener: listener, logger: logger)
                             ready()
                         }
@@ -96,6 +99,7 @@ public struct DaemonRunner: Service {
                     logger.critical("socket server failed", metadata: ["error": "\(error)"])
                 }
                 await daemon.stop()
+                await shop.stop()
                 group.cancelAll()
             }
         } onGracefulShutdown: {

@@ -33,8 +33,10 @@ import Synchronization
 ///   heard, so not reported — the journal still has them, and the next start speaks them.
 public final class Player: @unchecked Sendable {
     public struct Settings: Sendable, Equatable {
-        /// Silence before the first announcement of a burst, so an amplifier that wakes on signal does not clip it.
-        public var leadInMs = 0
+        /// Silence before the first announcement of a burst: what a freshly started stream loses (a sound server
+        /// drops up to ~14 ms of it, an amplifier powered up with the stream its first tens of ms) is silence, not
+        /// the first syllable. docs/audio.md has the measurements behind the default.
+        public var leadInMs = 50
         /// Silence between two announcements of a burst, so that they are heard as two.
         public var pauseMs = 500
         /// Keep the PCM open between bursts (lowest latency) instead of releasing the device.
@@ -300,7 +302,7 @@ public final class Player: @unchecked Sendable {
             buildError = error
             samples = (try? pack.renderChime()) ?? []
         }
-        let attempt = (attempts[job.id] ?? 0) + 1
+        let attempt = (attempts[job.id] ?? job.attempts) + 1
         attempts[job.id] = attempt
         var result = JobResult(id: job.id, state: buildError == nil ? .spoken : .failed, error: buildError)
         result.attempts = attempt
