@@ -214,7 +214,7 @@ extension AudioMatch {
             }
             extent -= quiet
             // A candidate matched for 50 ms, or for all of a shorter sound (a fragment cut off early).
-            if let bestIndex, matched[bestIndex] >= 800 || (matched[bestIndex] >= 160 && matched[bestIndex] >= extent - start - 160) {
+            if let bestIndex, matched[bestIndex] >= 800 || (matched[bestIndex] >= 64 && matched[bestIndex] >= extent - start - 160) {
                 hearing.best = bestIndex
                 hearing.complete = onsets[bestIndex] + matched[bestIndex] >= ends[bestIndex]
                 hearing.end = max(start + 1, reach[bestIndex])
@@ -240,17 +240,25 @@ extension AudioMatch {
     ) -> (matched: Int, end: Int) {
         let probe = min(400, expected.count - from)
         guard probe > 160 else { return (0, at) }
+        // Normalised by both sides' energy over the samples compared, and only where the capture holds sound (the
+        // rig's silence is exact zeros): a fragment cut short must line up with its own start, not with a louder
+        // later stretch of the candidate. At least 64 samples must take part.
         func correlation(_ lag: Int) -> Double {
             var dot = 0.0
             var energy = 0.0
+            var expectedEnergy = 0.0
+            var count = 0
             for index in 0..<probe {
                 let j = at + lag + index
-                guard j >= 0, j < captured.count else { continue }
+                guard j >= 0, j < captured.count, captured[j] != 0 else { continue }
+                count += 1
+                let x = Double(expected[from + index])
                 let y = Double(captured[j])
-                dot += Double(expected[from + index]) * y
+                dot += x * y
                 energy += y * y
+                expectedEnergy += x * x
             }
-            return energy > 0 ? dot / energy.squareRoot() : -1
+            return count >= 64 && energy > 0 && expectedEnergy > 0 ? dot / (energy * expectedEnergy).squareRoot() : -1
         }
         var bestLag = -search
         var bestValue = -Double.infinity
@@ -269,7 +277,8 @@ extension AudioMatch {
                 let j = at + bestLag + index
                 guard j >= 0, j < captured.count else { break }
                 let x = Double(expected[from + index])
-                if abs(x) >= floor { ratios.append(Double(captured[j]) / x) }
+                // Where the capture is silent the sound was cut (or not begun): no evidence of the gain there.
+                if abs(x) >= floor && captured[j] != 0 { ratios.append(Double(captured[j]) / x) }
             }
             return ratios
         }

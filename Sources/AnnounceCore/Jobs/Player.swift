@@ -277,7 +277,9 @@ public final class Player: @unchecked Sendable {
     /// unheard until its end leaves the device), or has ended (failed, cancelled), or went back for a replay.
     private func play(_ job: Job) {
         if queue.isCancelRequested(job.id) {
-            return finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client")
+            return finish(job, result)
         }
         inBurst = true
         if volume?.begin() == .muted {
@@ -384,7 +386,9 @@ public final class Player: @unchecked Sendable {
         let waiting = replay.filter { queue.isCancelRequested($0.id) }
         replay.removeAll { queue.isCancelRequested($0.id) }
         for job in waiting {
-            finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client while waiting for the device")
+            finish(job, result)
         }
         let cancelled = unheard.filter { queue.isCancelRequested($0.job.id) }
         guard !cancelled.isEmpty else { return false }
@@ -397,7 +401,7 @@ public final class Player: @unchecked Sendable {
         for entry in cancelled {
             var result = entry.result
             result.state = .cancelled
-            result.error = nil
+            result.error = AnnounceError(.cancelled, "cancelled by a client while playing")
             result.finishedNanos = Monotonic.nanos - entry.job.acceptedAt
             finish(entry.job, result)
         }
@@ -435,6 +439,12 @@ public final class Player: @unchecked Sendable {
     /// The burst is over: stop the stream, release the device unless kept open, put the mixer back.
     private func endBurst() {
         sink.drain()
+        // The mixer first, then the state: whoever sees the engine idle sees the owner's volume back.
+        volume?.end()
+        if ducked {
+            ducker?.restore()
+            ducked = false
+        }
         if settings.keepOpen && sink.status.isOpen {
             setState(.open)
         } else {
@@ -445,11 +455,7 @@ public final class Player: @unchecked Sendable {
         streamHasSound = false
         lastSoundEnded = Monotonic.nanos
         inBurst = false
-        volume?.end()
-        if ducked {
-            ducker?.restore()
-            ducked = false
-        }
+        shared.withLock { $0.busy = false }
     }
 
     /// Reports a job's end and gives it back to the queue.
