@@ -340,14 +340,10 @@ public final class Journal: Sendable {
     /// The jobs with an id above `afterID` whose final state is recorded, lowest id first, at most `limit`: what a
     /// `subscribe` with `since` replays.
     public func finishedJobs(afterID: UInt64, limit: Int) throws(AnnounceError) -> [JobRecord] {
-        do {
-            return try pool.read { db in
-                try JobRecord.filter(
-                    Column("id") > Int64(clamping: afterID) && !["queued", "playing"].contains(Column("state"))
-                ).order(Column("id")).limit(limit).fetchAll(db)
-            }
-        } catch {
-            throw failure("be read", error)
+        try read("be read") { (db) throws(SQLiteError) in
+            try JobRecord.fetchAll(
+                db, where: "id > ? AND state NOT IN ('queued', 'playing') ORDER BY id LIMIT ?",
+                Int64(clamping: afterID), limit)
         }
     }
 
