@@ -221,7 +221,11 @@ let package = Package(
         .testTarget(name: "AnnounceMQTTTests", dependencies: ["AnnounceMQTT", "AnnounceTestSupport"]),
         .testTarget(
             name: "AnnouncePushTests",
-            dependencies: ["AnnouncePush", "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceTestSupport"]
+            dependencies: [
+                "AnnouncePush", "AnnounceMQTT", "AnnounceCore", "AnnounceClient", "AnnounceSound",
+                "AnnounceTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // The deployed system: unit files, make install, and the VM with a real kernel, ALSA and systemd.
         // Run after the others (scripts/test.sh): it boots a VM and takes a few minutes.

@@ -52,7 +52,7 @@ scripts/program-links.sh "$ANNOUNCE_BIN_DIR"  # the programs: links to the one e
 export ANNOUNCE_VOICES="$PWD/out/voices"
 # Tests that play through a sound rig measure real-time audio: they run one at a time, after the rest, so that a
 # 2-core machine busy with voice-pack builds, TLS handshakes and parallel suites does not starve their audio.
-rig_tests='^IntegrationTests\.|^AnnounceALSATests\.|^AnnouncePushTests\.PushEndToEndTests'
+rig_tests='^IntegrationTests\.|^AnnounceALSATests\.|^AnnouncePushTests\.(PushEndToEndTests|PushFleetTests)'
 stage "host unit tests (in parallel)"
 bounded 10 swift test --skip-build --skip '^SystemTests\.' --skip "$rig_tests"
 stage "host integration tests on sound rigs (one at a time)"

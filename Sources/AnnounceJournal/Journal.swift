@@ -337,6 +337,16 @@ public final class Journal: Sendable {
         }
     }
 
+    /// The jobs with an id above `afterID` whose final state is recorded, lowest id first, at most `limit`: what a
+    /// `subscribe` with `since` replays.
+    public func finishedJobs(afterID: UInt64, limit: Int) throws(AnnounceError) -> [JobRecord] {
+        try read("be read") { (db) throws(SQLiteError) in
+            try JobRecord.fetchAll(
+                db, where: "id > ? AND state NOT IN ('queued', 'playing') ORDER BY id LIMIT ?",
+                Int64(clamping: afterID), limit)
+        }
+    }
+
     /// The most recently spoken payment (what `replay` repeats by default).
     public func lastSpokenPayment() throws(AnnounceError) -> JobRecord? {
         try read("be read") { (db) throws(SQLiteError) in

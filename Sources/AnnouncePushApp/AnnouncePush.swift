@@ -103,6 +103,9 @@ struct CheckConfig: ParsableCommand {
             window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
             reading     style \(c.reading.style?.rawValue ?? "(the daemon's)")  liang \
             \(c.reading.liang.map(String.init) ?? "(the daemon's)")
+            status      \(c.statusEnabled ? "\(c.statusTopic) (retained, last will; refresh \(c.statusRefreshSeconds) s)" : "off")
+            receipts    \(c.receiptsEnabled ? "\(c.receiptTopic) (signed with \(c.effectiveReceiptKeyID ?? "?"))" : "off")
+            state       \(c.stateDirectory)
             """)
     }
 }

@@ -44,6 +44,7 @@ extension Daemon {
         }
         if new.device != old.device { needRestart.append("device") }
         if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
+        if new.subscriberBuffer != old.subscriberBuffer { needRestart.append("limits.subscriber_buffer") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
             || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
         {
@@ -60,6 +61,7 @@ extension Daemon {
         effective.socketGroup = old.socketGroup
         effective.device = old.device
         effective.stateDirectory = old.stateDirectory
+        effective.subscriberBuffer = old.subscriberBuffer
         effective.audio = old.audio
         effective.audio.volumeThresholdDecibels = new.audio.volumeThresholdDecibels
         effective.keys = old.keys
@@ -120,5 +122,6 @@ extension Daemon {
                 metadata: ["changes": "\(unrecorded)"])
         }
         jobs.releaseWaiters()
+        await jobs.events.waitUntilServed(timeout: .seconds(2))
     }
 }

@@ -91,7 +91,7 @@ extension Daemon {
         journal.unrecorded = health.unrecorded
         journal.lastError = health.error.map(ErrorInfo.init)
         journal.reserve = jobs.journal.hasReserve
-        return DaemonStatus(
+        var status = DaemonStatus(
             state: jobs.isClosed ? "stopping" : "running", v: ProtocolVersion.current,
             pid: getpid(), uptimeSeconds: Double(Monotonic.nanos - startedAt) / 1e9,
             socket: current.configuration.socketPath, clients: clients.load(ordering: .relaxed),
@@ -104,6 +104,8 @@ extension Daemon {
             peer: peer.map {
                 DaemonStatus.Peer(pid: $0.pid, uid: $0.uid, gid: $0.gid, access: current.policy.access(for: $0))
             })
+        status.lastHeard = jobs.lastHeard
+        return status
     }
 
     /// The audio section of `status` and the reply of `volume`. The daemon knows the device and the threshold;
@@ -136,6 +138,7 @@ extension Daemon {
         }
         let configured = live.withLock { $0.configuration }
         volumeGuard?.setThreshold(configured.audio.threshold(percent: percent ?? configured.volumeThreshold))
+        jobs.events.statusChanged()
         logger.notice("volume threshold set", metadata: ["threshold": "\(percent.map(String.init) ?? "config")"])
         return audioStatus()
     }

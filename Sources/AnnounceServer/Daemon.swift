@@ -110,7 +110,8 @@ public final class Daemon: Sendable {
         let events = EventTarget()
         jobs = try JobLifecycle(
             journal: journal, capacity: configuration.queueCapacity, dedupWindowMs: windowMs, nowMs: nowMs,
-            logger: logger, wakePlayer: { events.daemon?.player.wake() }
+            logger: logger, subscriberBuffer: configuration.subscriberBuffer,
+            wakePlayer: { events.daemon?.player.wake() }
         ) { info, result in
             events.daemon?.ended(info, result: result)
         }
@@ -171,6 +172,7 @@ public final class Daemon: Sendable {
             let journalNanos = Monotonic.nanos - committing
             metrics.jobAccepted(request.priority, journalNanos: journalNanos)
             metrics.queueDepth(jobs.queue.count)
+            jobs.events.statusChanged()
             var metadata: Logger.Metadata = [
                 "job.id": "\(info.id)", "text": "\(announcement.text)", "priority": "\(request.priority.rawValue)",
                 "journal_ms": "\(Double(journalNanos) / 1e6)",
@@ -229,6 +231,7 @@ public final class Daemon: Sendable {
             jobs.finished(result)
         case let .deviceError(error, job, decision):
             lastDeviceError.withLock { $0 = error }
+            jobs.events.statusChanged()
             switch decision {
             case let .retry(afterMs):
                 logger.error(
@@ -240,6 +243,7 @@ public final class Daemon: Sendable {
                     metadata: ["job.id": "\(job)", "error": "\(error)"])
             }
         case let .deviceRecovered(failures):
+            jobs.events.statusChanged()
             logger.notice("audio device works again", metadata: ["failures": "\(failures)"])
         }
     }

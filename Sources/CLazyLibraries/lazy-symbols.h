@@ -139,6 +139,7 @@ LAZY_SYMBOL(6, mosquitto_tls_opts_set)
 LAZY_SYMBOL(6, mosquitto_tls_set)
 LAZY_SYMBOL(6, mosquitto_user_data_set)
 LAZY_SYMBOL(6, mosquitto_username_pw_set)
+LAZY_SYMBOL(6, mosquitto_will_set)
 
 /* libsqlite3.so.0 */
 LAZY_SYMBOL(7, sqlite3_bind_double)

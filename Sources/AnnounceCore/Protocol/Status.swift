@@ -110,6 +110,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var totals: Totals
     public var audio: AudioStatus
     public var peer: Peer?
+    /// The payment heard last (its last sample left the device and its `spoken` is on disk), across restarts.
+    public var lastHeard: JobInfo?
 
     public init(
         state: String, v: Int, pid: Int32, uptimeSeconds: Double, socket: String, clients: Int, queue: Queue,
