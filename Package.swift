@@ -26,6 +26,8 @@ let package = Package(
         // the first time one of its functions is called (CLazyLibraries), so that a program starts without the
         // libraries only the others need (docs/benchmarks.md, "Start-up").
         .target(name: "CLazyLibraries"),
+        // The commit the executable was built from (scripts/build-info.sh writes it; "unknown" without it).
+        .target(name: "CBuildInfo"),
         .systemLibrary(
             name: "CAlsa",
             path: "CAlsa",
@@ -85,6 +87,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The version and commit every program reports (`--version`, `status`, metrics).
+        .target(name: "AnnounceVersion", dependencies: ["CBuildInfo"]),
+        // What an operator reads: logs to journald natively (fields, message ids) or to standard error, and the
+        // Prometheus endpoint over HTTP shared by the daemon and the push listener.
+        .target(
+            name: "AnnounceTelemetry",
+            dependencies: [
+                "AnnounceCore", "AnnounceSystemd", "AnnounceVersion",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // Client side of the socket protocol (announce-ctl, push listener).
         .target(name: "AnnounceClient", dependencies: ["AnnounceCore"]),
         // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (GRDB).
@@ -97,6 +113,7 @@ let package = Package(
             name: "AnnounceServer",
             dependencies: [
                 "AnnounceCore", "AnnounceSound", "AnnounceALSA", "AnnounceJournal", "AnnounceSystemd",
+                "AnnounceTelemetry", "AnnounceVersion",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -118,9 +135,10 @@ let package = Package(
         .target(
             name: "AnnouncePush",
             dependencies: [
-                "AnnounceCore", "AnnounceClient", "AnnounceMQTT",
+                "AnnounceCore", "AnnounceClient", "AnnounceMQTT", "AnnounceVersion",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
@@ -129,7 +147,7 @@ let package = Package(
         .target(
             name: "AnnouncedApp",
             dependencies: [
-                "AnnounceServer", "CLazyLibraries",
+                "AnnounceServer", "AnnounceTelemetry", "AnnounceVersion", "CLazyLibraries",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -137,16 +155,17 @@ let package = Package(
         .target(
             name: "AnnounceCtlApp",
             dependencies: [
-                "AnnounceCore", "AnnounceClient", "AnnounceSound",
+                "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
             name: "AnnouncePushApp",
             dependencies: [
-                "AnnounceCore", "AnnounceMQTT", "AnnouncePush",
+                "AnnounceCore", "AnnounceMQTT", "AnnouncePush", "AnnounceTelemetry", "AnnounceVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with
@@ -155,7 +174,8 @@ let package = Package(
         // every process start searched). docs/benchmarks.md, "Start-up". Release builds only: the sanitizer builds
         // (debug) keep the toolchain's link, which their runtimes are made for.
         .executableTarget(
-            name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
+            name: "announce",
+            dependencies: ["AnnounceCore", "AnnounceVersion", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
             linkerSettings: [
                 .unsafeFlags(
                     [
@@ -189,6 +209,14 @@ let package = Package(
         .testTarget(
             name: "AnnounceALSATests",
             dependencies: ["AnnounceALSA", "AnnounceSound", "AnnounceTestSupport"]
+        ),
+        .testTarget(
+            name: "AnnounceTelemetryTests",
+            dependencies: [
+                "AnnounceTelemetry", "AnnounceCore", "AnnounceSystemd", "AnnounceTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "AnnounceSystemdTests",

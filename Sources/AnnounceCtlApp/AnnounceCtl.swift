@@ -1,6 +1,7 @@
 import AnnounceClient
 import AnnounceCore
 import AnnounceSound
+import AnnounceVersion
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -41,6 +42,7 @@ struct AnnounceCtl: ParsableCommand {
             shutting_down, busy …); 4 the daemon cannot be reached; 5 an announcement waited for (-w) did not \
             play (failed, expired, cancelled); 1 any other failure; 64 usage error.
             """,
+        version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
             Say.self, Prompt.self, SayText.self, Status.self, QueueCommand.self, Cancel.self, Replay.self, History.self,
             Volume.self, Ping.self, MetricsCommand.self, Words.self, Render.self,

@@ -28,7 +28,7 @@ public final class Journal: Sendable {
     public let path: String
     /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
     public let recoveredFromCorruption: String?
-    private let pool: DatabasePool
+    let pool: DatabasePool
     private let lockDescriptor: Int32
     /// The reserve file's path, and whether the reserve is in place (false: spent on a full disk).
     private let reservePath: String
@@ -354,11 +354,14 @@ public final class Journal: Sendable {
         }
     }
 
-    /// The most recently spoken payment (what `replay` repeats by default).
+    /// The most recently spoken payment (what `replay` repeats by default): a payment itself, never a replay of
+    /// one — `replay` twice repeats the same payment, not the replay.
     public func lastSpokenPayment() throws(AnnounceError) -> JobRecord? {
         do {
             return try pool.read { db in
-                try JobRecord.filter(Column("state") == JobState.spoken.rawValue && Column("amount") != nil)
+                try JobRecord.filter(
+                    Column("state") == JobState.spoken.rawValue && Column("amount") != nil
+                        && Column("replay_of") == nil)
                     .order(Column("finished_at").desc, Column("id").desc).fetchOne(db)
             }
         } catch {
@@ -391,12 +394,12 @@ public final class Journal: Sendable {
             return try pool.write { db in
                 try db.execute(sql: "DELETE FROM dedup WHERE accepted_at < ?", arguments: [ordersBeforeMs])
                 let orders = db.changesCount
-                try db.execute(
-                    sql: """
-                        DELETE FROM job WHERE state NOT IN ('queued', 'playing') AND finished_at < ?
-                            AND id NOT IN (SELECT job_id FROM dedup)
-                        """,
-                    arguments: [jobsBeforeMs])
+                let condition = """
+                    state NOT IN ('queued', 'playing') AND finished_at < ? AND id NOT IN (SELECT job_id FROM dedup)
+                    """
+                // The payment totals keep what is forgotten (Journal+Totals.swift).
+                try Self.carryPaymentTotals(db, condition: condition, arguments: [jobsBeforeMs])
+                try db.execute(sql: "DELETE FROM job WHERE " + condition, arguments: [jobsBeforeMs])
                 return (db.changesCount, orders)
             }
         } catch {

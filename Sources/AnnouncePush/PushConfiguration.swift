@@ -47,6 +47,8 @@ public struct PushConfiguration: Sendable {
 
     public var prompts = StatusPrompter.Policy()
     public var logLevel = "info"
+    /// Where the Prometheus endpoint listens (`[metrics] listen`); nil: none (the default).
+    public var metricsListen: ListenAddress?
 
     public init(device: String, broker: MQTTEndpoint, socketPath: String) {
         self.device = device
@@ -128,7 +130,7 @@ public struct PushConfiguration: Sendable {
         mutating func problem(_ key: String, _ message: String) { problems.append("\(source): \(key): \(message)") }
 
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
-            let known = ["device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts"]
+            let known = ["device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "metrics"]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
             guard let device = string(root, "device", "device") else {
                 problem("device", "is required (this terminal's id, e.g. \"T1000123\")")
@@ -173,6 +175,7 @@ public struct PushConfiguration: Sendable {
                 problem("keys", "at least one key is required ([keys] k1 = \"hex:…\"); nothing verifies without")
             }
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
+            if let metrics = table(root, "metrics") { readMetrics(metrics, &configuration) }
             // A held payment blocks the MQTT loop for up to hold + one last daemon timeout: no PINGREQ meanwhile.
             if configuration.holdSeconds + configuration.daemonTimeoutSeconds >= Double(configuration.keepaliveSeconds) {
                 problem(
@@ -296,6 +299,23 @@ public struct PushConfiguration: Sendable {
                     case "connected": c.prompts.connectedPrompt = text
                     case "lost": c.prompts.lostPrompt = text
                     default: c.prompts.restoredPrompt = text
+                    }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        /// `[metrics] listen = "127.0.0.1:9465"`, as the daemon's (`""`: off).
+        mutating func readMetrics(_ metrics: TOMLTable, _ c: inout PushConfiguration) {
+            for key in metrics.keys {
+                let name = "metrics.\(key)"
+                switch key {
+                case "listen":
+                    guard let text = string(metrics, key, name), !text.isEmpty else { continue }
+                    do {
+                        c.metricsListen = try ListenAddress(parsing: text)
+                    } catch {
+                        problem(name, error.message)
                     }
                 default: problem(name, "unknown key")
                 }

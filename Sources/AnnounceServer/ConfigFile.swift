@@ -85,6 +85,7 @@ public enum ConfigFile {
                 case "audio": section(key, value) { reader, key, value in reader.audio(key, value) }
                 case "access": section(key, value) { reader, key, value in reader.access(key, value) }
                 case "limits": section(key, value) { reader, key, value in reader.limits(key, value) }
+                case "metrics": section(key, value) { reader, key, value in reader.metrics(key, value) }
                 default: problem(key, "unknown key")
                 }
             }
@@ -170,6 +171,25 @@ public enum ConfigFile {
             case "write_timeout": duration("limits.\(key)", value) { $0.writeTimeoutSeconds = $1 }
             case "shutdown_timeout": duration("limits.\(key)", value) { $0.shutdownTimeoutSeconds = $1 }
             default: problem("limits.\(key)", "unknown key")
+            }
+        }
+
+        mutating func metrics(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "listen":
+                guard let text = value.string else {
+                    return problem("metrics.\(key)", "must be a string such as \"127.0.0.1:9464\" (\"\": off)")
+                }
+                guard !text.isEmpty else {
+                    configuration.metricsListen = nil
+                    return
+                }
+                do {
+                    configuration.metricsListen = try ListenAddress(parsing: text)
+                } catch {
+                    problem("metrics.\(key)", error.message)
+                }
+            default: problem("metrics.\(key)", "unknown key")
             }
         }
 

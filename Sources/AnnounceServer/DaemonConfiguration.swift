@@ -100,6 +100,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// SIGTERM waits this long for the announcement playing to finish before cutting it, seconds.
     public var shutdownTimeoutSeconds: Double = 10
 
+    // Metrics
+    /// Where the Prometheus endpoint listens (`GET /metrics`); nil: no endpoint (the default).
+    public var metricsListen: ListenAddress?
+
     public init(socketPath: String, stateDirectory: String, voicesDirectory: String) {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
@@ -261,6 +265,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
             request_timeout = \(Duration.describe(requestTimeoutSeconds))
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
             shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
+            [metrics]
+            listen = \(metricsListen.map { "\"\($0)\"" } ?? "(off)")
             """
     }
 }
@@ -290,6 +296,8 @@ public struct ConfigurationOverrides: Sendable {
     public var idleTimeoutSeconds: Double?
     public var requestTimeoutSeconds: Double?
     public var shutdownTimeoutSeconds: Double?
+    /// `--metrics-listen`: `.some(nil)` turns the endpoint off (`--metrics-listen off`).
+    public var metricsListen: ListenAddress??
     /// `--volume-threshold`: a percentage replaces the configured threshold (dB or percent), and so does a dB value.
     public var volumeThreshold: VolumeLevel?
     /// The other audio flags.
@@ -324,6 +332,7 @@ public struct ConfigurationOverrides: Sendable {
         set(idleTimeoutSeconds, \.idleTimeoutSeconds)
         set(requestTimeoutSeconds, \.requestTimeoutSeconds)
         set(shutdownTimeoutSeconds, \.shutdownTimeoutSeconds)
+        if let metricsListen { configuration.metricsListen = metricsListen }
         switch volumeThreshold {
         case let .percent(value)?:
             configuration.volumeThreshold = Int(value.rounded())

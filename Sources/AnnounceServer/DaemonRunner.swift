@@ -58,6 +58,9 @@ public struct DaemonRunner: Service {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let (shutdown, trigger) = AsyncStream<Void>.makeStream()
         let server = SocketServer(daemon: daemon, listener: listener, logger: logger)
+        // The metrics endpoint first (its own thread; a failure to bind is logged and retried, never fatal), so
+        // that it serves once the daemon is ready.
+        try? await daemon.metricsEndpoint?.start().get()
         var failure: (any Error)?
         await withGracefulShutdownHandler {
             await withTaskGroup(of: (any Error)?.self) { group in
@@ -102,6 +105,7 @@ public struct DaemonRunner: Service {
             SystemdIntegration.stopping(logger: logger)
             trigger.finish()
         }
+        await daemon.metricsEndpoint?.stop()
         logger.notice("stopped")
         if let failure { throw failure }
     }
@@ -117,7 +121,9 @@ public struct DaemonRunner: Service {
                     metadata: ["settings": "\(needRestart.joined(separator: ", "))"])
             }
         } catch {
-            logger.error("reload failed; the previous configuration stays in force", metadata: ["error": "\(error)"])
+            logger.error(
+                "reload failed; the previous configuration stays in force",
+                metadata: ["event": .event(.reloadFailed), "error": "\(error)"])
         }
     }
 }

@@ -34,7 +34,10 @@ struct RequestHandler: Sendable {
                 let who = AccessPolicy.userName(peer.uid).map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
                 daemon.logger.warning(
                     "request refused: unauthorized",
-                    metadata: ["op": "\(request.op)", "peer.uid": "\(peer.uid)", "peer.pid": "\(peer.pid)"])
+                    metadata: [
+                        "event": .event(.unauthorized), "op": "\(request.op)", "peer.uid": "\(peer.uid)",
+                        "peer.pid": "\(peer.pid)",
+                    ])
                 throw AnnounceError(
                     .unauthorized,
                     "\(who) may not use \(request.op) (it needs \(required.rawValue) access; see access.* in "
@@ -95,10 +98,7 @@ struct RequestHandler: Sendable {
                 try await reply(Response(id: id, ok: true, volume: daemon.audioStatus()))
             }
         case .metrics:
-            guard let text = daemon.metrics.exposition() else {
-                throw AnnounceError(.notFound, "this daemon has no metrics backend")
-            }
-            try await reply(Response(id: id, ok: true, metrics: text))
+            try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
         }
     }
 

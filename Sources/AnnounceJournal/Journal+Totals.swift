@@ -1,0 +1,83 @@
+import AnnounceCore
+import GRDB
+
+/// Payment totals over the journal's whole life, for the metrics (`announce_payments_total`,
+/// `announce_payments_spoken_fen_total`): counted from the jobs it holds, plus what housekeeping purged, which
+/// `purge` adds to the `setting` table in the same transaction as it deletes — so the totals never go down.
+/// Payments are `say` jobs (an amount), not replays, in a final state. Plain SQL, kept apart from the rest of the
+/// journal's queries.
+extension Journal {
+    public struct PaymentTotals: Sendable, Equatable {
+        /// Payments by final state (`spoken`, `failed`, `expired`, `cancelled`).
+        public var byState: [String: Int] = [:]
+        /// The amounts heard, in fen: payments, and refunds.
+        public var spokenFen: Int64 = 0
+        public var refundedFen: Int64 = 0
+        public init() {}
+    }
+
+    /// The aggregate over a set of finished payment rows (`WHERE` appended); amounts are canonical ("100.00"),
+    /// so dropping the point gives fen.
+    static let paymentTotalsSQL = """
+        SELECT state, COALESCE(refund, 0) AS refund, COUNT(*) AS n,
+            COALESCE(SUM(CAST(REPLACE(amount, '.', '') AS INTEGER)), 0) AS fen
+        FROM job WHERE amount IS NOT NULL AND replay_of IS NULL AND state NOT IN ('queued', 'playing')
+        """
+    static let purgedPrefix = "purged."
+
+    /// The totals now: the rows held plus those purged before.
+    public func paymentTotals() throws(AnnounceError) -> PaymentTotals {
+        do {
+            return try pool.read { db in
+                var totals = PaymentTotals()
+                try Self.add(Row.fetchAll(db, sql: Self.paymentTotalsSQL + " GROUP BY state, refund"), to: &totals)
+                let purged = try Row.fetchAll(
+                    db, sql: "SELECT name, value FROM setting WHERE name LIKE ?", arguments: [Self.purgedPrefix + "%"])
+                for row in purged {
+                    let name: String = row["name"]
+                    let value = Int64(row["value"] as String) ?? 0
+                    switch name.dropFirst(Self.purgedPrefix.count) {
+                    case "fen.payment": totals.spokenFen += value
+                    case "fen.refund": totals.refundedFen += value
+                    case let key where key.hasPrefix("payments."):
+                        totals.byState[String(key.dropFirst("payments.".count)), default: 0] += Int(value)
+                    default: break
+                    }
+                }
+                return totals
+            }
+        } catch {
+            throw AnnounceError(.journal, "the journal's payment totals could not be read", cause: "\(error)")
+        }
+    }
+
+    /// Within `purge`'s transaction, before it deletes: adds the payments among the rows about to go to the
+    /// `purged.*` settings. `condition` is the purge's own `WHERE` on `job`, with its arguments.
+    static func carryPaymentTotals(_ db: Database, condition: String, arguments: StatementArguments) throws {
+        var totals = PaymentTotals()
+        let sql = paymentTotalsSQL + " AND (\(condition)) GROUP BY state, refund"
+        try add(Row.fetchAll(db, sql: sql, arguments: arguments), to: &totals)
+        var increments: [(String, Int64)] = totals.byState.map { ("payments.\($0.key)", Int64($0.value)) }
+        increments += [("fen.payment", totals.spokenFen), ("fen.refund", totals.refundedFen)]
+        for (name, amount) in increments where amount != 0 {
+            try db.execute(
+                sql: """
+                    INSERT INTO setting (name, value) VALUES (?, ?)
+                    ON CONFLICT(name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)
+                    """,
+                arguments: [purgedPrefix + name, String(amount), amount])
+        }
+    }
+
+    private static func add(_ rows: [Row], to totals: inout PaymentTotals) {
+        for row in rows {
+            let state: String = row["state"]
+            let count: Int = row["n"]
+            let fen: Int64 = row["fen"]
+            totals.byState[state, default: 0] += count
+            if state == JobState.spoken.rawValue {
+                if (row["refund"] as Int) != 0 { totals.refundedFen += fen } else { totals.spokenFen += fen }
+            }
+        }
+    }
+}
