@@ -142,6 +142,18 @@ extension DaemonProcess {
 }
 
 extension BackgroundProcess {
+    /// The push listener's metrics over HTTP (its config has `[metrics] listen = "127.0.0.1:0"`: the port it got
+    /// is in its log).
+    func scrapeMetrics() async throws -> String {
+        guard let served = logLines(containing: "metrics served over HTTP").first?.split(separator: " ")
+            .first(where: { $0.hasPrefix("listen=") }),
+            let port = served.split(separator: ":").last.flatMap({ Int($0) })
+        else { throw HarnessError("the listener serves no metrics:\n\(log)") }
+        let reply = try await HTTP.request(port: port, path: "/metrics")
+        guard reply.status == 200 else { throw HarnessError("scrape: \(reply)") }
+        return reply.body
+    }
+
     /// How many log lines contain all of `parts`.
     func logLines(containing parts: String...) -> [Substring] {
         log.split(separator: "\n").filter { line in parts.allSatisfy { line.contains($0) } }
