@@ -89,6 +89,10 @@ let package = Package(
         ),
         // The version and commit every program reports (`--version`, `status`, metrics).
         .target(name: "AnnounceVersion", dependencies: ["CBuildInfo"]),
+        // What every program's command line shares: a usage error is one line (exit 64).
+        .target(
+            name: "AnnounceCommandLine",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // What an operator reads: logs to journald natively (fields, message ids) or to standard error, and the
         // Prometheus endpoint over HTTP shared by the daemon and the push listener.
         .target(
@@ -147,7 +151,8 @@ let package = Package(
         .target(
             name: "AnnouncedApp",
             dependencies: [
-                "AnnounceServer", "AnnounceTelemetry", "AnnounceVersion", "CLazyLibraries",
+                "AnnounceServer", "AnnounceTelemetry", "AnnounceVersion", "AnnounceCommandLine",
+                "CLazyLibraries",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -155,7 +160,7 @@ let package = Package(
         .target(
             name: "AnnounceCtlApp",
             dependencies: [
-                "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceVersion",
+                "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceVersion", "AnnounceCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -163,6 +168,7 @@ let package = Package(
             name: "AnnouncePushApp",
             dependencies: [
                 "AnnounceCore", "AnnounceMQTT", "AnnouncePush", "AnnounceTelemetry", "AnnounceVersion",
+                "AnnounceCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -78,7 +78,11 @@ public enum ConfigFile {
                 case "socket_group": string(key, value) { $0.socketGroup = $1.isEmpty ? nil : $1 }
                 case "device": string(key, value) { $0.device = $1 }
                 case "state_dir": string(key, value) { $0.stateDirectory = $1 }
-                case "voices": string(key, value) { $0.voicesDirectory = $1 }
+                case "voices":
+                    string(key, value) { [source] configuration, path in
+                        configuration.voicesDirectory = path
+                        configuration.voicesOrigin = "voices in \(source)"
+                    }
                 case "lang": string(key, value) { $0.language = $1 }
                 case "log_level": string(key, value) { $0.logLevel = $1 }
                 case "queue": section(key, value) { reader, key, value in reader.queue(key, value) }

@@ -36,7 +36,8 @@ extension Daemon {
         let problems = new.problems()
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         let policy = try AccessPolicy(configuration: new)
-        let voices = try VoicePackLoader.loadLibrary(directory: new.voicesDirectory, defaultLanguage: new.language)
+        let voices = try VoicePackLoader.loadLibrary(
+            directory: new.voicesSearch.locate(), defaultLanguage: new.language)
         var needRestart: [String] = []
         let old = configuration
         if new.socketPath != old.socketPath { needRestart.append("socket") }
@@ -74,6 +75,7 @@ extension Daemon {
         volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
         jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
         player.replacePack(voices.defaultPack)
+        Self.logWarnings(of: voices, logger)
         if let level = Logger.Level(rawValue: new.logLevel) { AnnounceLogHandler.level = level }
         logger.notice(
             "configuration reloaded",

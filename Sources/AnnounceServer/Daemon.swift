@@ -66,7 +66,7 @@ public final class Daemon: Sendable {
         let policy = try AccessPolicy(configuration: configuration)
         let started = Monotonic.nanos
         let voices = try VoicePackLoader.loadLibrary(
-            directory: configuration.voicesDirectory, defaultLanguage: configuration.language)
+            directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language)
         for pack in voices.packs {
             logger.info(
                 "voice pack loaded",
@@ -75,6 +75,7 @@ public final class Daemon: Sendable {
                     "clips": "\(pack.clips.count)", "default": "\(pack.language == voices.defaultPack.language)",
                 ])
         }
+        Self.logWarnings(of: voices, logger)
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
         let journal = try Journal(path: configuration.journalPath)
         if let evidence = journal.recoveredFromCorruption {
@@ -303,6 +304,18 @@ public final class Daemon: Sendable {
             logger.warning("job finished", metadata: metadata)
         } else {
             logger.info("job finished", metadata: metadata)
+        }
+    }
+
+    /// What a pack that loaded lacks (a prompt's clip): the chime plays instead when it is asked for, so it is
+    /// said at load, not first heard as a chime.
+    static func logWarnings(of voices: VoiceLibrary, _ logger: Logger) {
+        for pack in voices.packs {
+            for warning in pack.warnings {
+                logger.warning(
+                    "voice pack \"\(pack.manifest.name)\": \(warning); the chime plays instead (add the clip, docs/voice-packs.md)",
+                    metadata: ["lang": "\(pack.language)", "pack": "\(pack.manifest.name)", "dir": "\(pack.directory)"])
+            }
         }
     }
 

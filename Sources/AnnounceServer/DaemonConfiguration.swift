@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceSound
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -25,6 +26,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var stateDirectory: String
     /// Folder holding voice packs (one sub-folder each) or a voice pack itself.
     public var voicesDirectory: String
+    /// How `voicesDirectory` was chosen (``VoicePackSearch``): `--voices`, `voices in FILE`, `$ANNOUNCE_VOICES`,
+    /// `installed` — said in the error when no pack is there.
+    public var voicesOrigin = VoicePackSearch.installedOrigin
     /// Language of the voice pack used when a request names none ("zh", "en", …).
     public var language = "zh"
     public var logLevel = "info"
@@ -126,10 +130,23 @@ public struct DaemonConfiguration: Sendable, Equatable {
         -> DaemonConfiguration
     {
         let isRoot = getuid() == 0
-        return DaemonConfiguration(
+        // Voice packs as announce-ctl finds them: $ANNOUNCE_VOICES, else the installed ones (the config file and
+        // --voices come over this).
+        let search = VoicePackSearch.standard(flag: nil, environment: environment[VoicePackSearch.environmentVariable])
+        let place = search.places.first { VoicePackSearch.inspect($0.path) == nil } ?? search.places[0]
+        var configuration = DaemonConfiguration(
             socketPath: defaultSocketPath(isRoot: isRoot, runtimeDirectory: environment["XDG_RUNTIME_DIR"]),
             stateDirectory: isRoot ? "/var/lib/announce" : "\(environment["HOME"] ?? "/tmp")/.local/state/announce",
-            voicesDirectory: "/usr/share/announce/voices")
+            voicesDirectory: place.path)
+        configuration.voicesOrigin = place.origin
+        return configuration
+    }
+
+    /// Where the voice packs are looked for: the folder chosen, and for the installed default every installed place.
+    public var voicesSearch: VoicePackSearch {
+        let chosen = VoicePackSearch.Place(path: voicesDirectory, origin: voicesOrigin)
+        guard voicesOrigin == VoicePackSearch.installedOrigin else { return VoicePackSearch(places: [chosen]) }
+        return VoicePackSearch(places: [chosen] + VoicePackSearch.installed.places.filter { $0 != chosen })
     }
 
     /// The journal file inside the state folder.
@@ -230,7 +247,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             socket_group = \(socketGroup.map { "\"\($0)\"" } ?? "(the daemon's)")
             device = "\(device)"
             state_dir = "\(stateDirectory)"
-            voices = "\(voicesDirectory)"
+            voices = "\(voicesDirectory)" # \(voicesOrigin)
             lang = "\(language)"
             log_level = "\(logLevel)"
             [queue]
@@ -314,7 +331,10 @@ public struct ConfigurationOverrides: Sendable {
         if let socketGroup { configuration.socketGroup = socketGroup.isEmpty ? nil : socketGroup }
         set(device, \.device)
         set(stateDirectory, \.stateDirectory)
-        set(voicesDirectory, \.voicesDirectory)
+        if let voicesDirectory {
+            configuration.voicesDirectory = voicesDirectory
+            configuration.voicesOrigin = "--voices"
+        }
         set(language, \.language)
         set(logLevel, \.logLevel)
         set(queueCapacity, \.queueCapacity)
