@@ -58,6 +58,8 @@ let package = Package(
             path: "Sources/CEspeakNG",
             providers: [.apt(["libespeak-ng-dev"])]
         ),
+        // Linux input events (evdev), inotify, eventfd: includes and ioctl trampolines for the hardware keys.
+        .systemLibrary(name: "CInput", path: "Sources/CInput"),
         .systemLibrary(
             name: "CMosquitto",
             path: "Sources/CMosquitto",
@@ -107,6 +109,12 @@ let package = Package(
         ),
         // Client side of the socket protocol (announce-ctl, push listener).
         .target(name: "AnnounceClient", dependencies: ["AnnounceCore"]),
+        // Hardware keys: reading evdev devices (hot-plug through inotify), key presses to shop actions. The only
+        // target that touches CInput.
+        .target(
+            name: "AnnounceInput",
+            dependencies: ["CInput", .product(name: "Logging", package: "swift-log")]
+        ),
         // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (GRDB).
         .target(
             name: "AnnounceJournal",
@@ -116,7 +124,7 @@ let package = Package(
         .target(
             name: "AnnounceServer",
             dependencies: [
-                "AnnounceCore", "AnnounceSound", "AnnounceALSA", "AnnounceJournal", "AnnounceSystemd",
+                "AnnounceCore", "AnnounceSound", "AnnounceALSA", "AnnounceJournal", "AnnounceSystemd", "AnnounceInput",
                 "AnnounceTelemetry", "AnnounceVersion",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -208,6 +216,10 @@ let package = Package(
         .testTarget(
             name: "AnnounceJournalTests",
             dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(
+            name: "AnnounceInputTests",
+            dependencies: ["AnnounceInput", "CInput", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "AnnounceClientTests", dependencies: ["AnnounceClient", "AnnounceTestSupport"]),
         .testTarget(name: "AnnounceServerTests", dependencies: ["AnnounceServer", "AnnounceSound", "AnnounceTestSupport"]),
         .testTarget(

@@ -266,6 +266,11 @@ echo "In-daemon request → first sample on the rig (mean of the daemon's histog
 echo "default $(histogram_mean "$work/rig.sock" announce_first_sample_seconds) ms,"
 echo "--keep-open $(histogram_mean "$work/open.sock" announce_first_sample_seconds) ms."
 echo
+echo "The replay window (docs/protocol.md, \"Durability\"): last sample out of the device → the job on disk as"
+echo "spoken, mean over these rounds: default $(histogram_mean "$work/rig.sock" announce_heard_record_seconds) ms,"
+echo "--keep-open $(histogram_mean "$work/open.sock" announce_heard_record_seconds) ms; plus at most one period"
+echo "(audio.period_us) before the end is noticed."
+echo
 
 # ---------------------------------------------------------------------------------------------------------------
 echo "### announce-ctl say, step by step"

@@ -44,6 +44,7 @@ zh)
         "电量低，请充电|low-battery|电量低，请充电" "正在充电|charging|正在充电"
         "已静音|muted|已静音" "已取消静音|unmuted|已取消静音"
         "音量|volume|音量" "最大|maximum|最大" "最小|minimum|最小"
+        "今日收款|today-payments|今日收款" "笔，共|bi-gong|笔，共" "今日暂无收款|today-none|今日暂无收款"
     )
     # Tone sandhi: 一 is yì before 百/千 and yí before 万/亿 (pinyin input, read by the same voice).
     variant_clips=("一|yi4|yi4" "一|yi2|yi2")
@@ -62,6 +63,12 @@ zh)
         "low-battery": ["电量低，请充电"], "charging": ["正在充电"],
         "muted": ["已静音"], "unmuted": ["已取消静音"],
         "volume-max": ["音量","最大"], "volume-min": ["音量","最小"]
+    }'
+    # The day's total (announce-ctl today --say): 今日收款三笔，共一千二百三十四点五元; refunds after it. The count
+    # and the sum are read by the amount reader, with the digit clips.
+    summary='{
+        "payments": ["今日收款","{count}","笔，共","{amount}"], "refunds": ["退款","{count}","笔，共","{amount}"],
+        "none": ["今日暂无收款"]
     }'
     # Volume levels 1-10 reuse the digit clips: 音量五.
     levels=(一 二 三 四 五 六 七 八 九 十)
@@ -95,6 +102,8 @@ en)
         "battery low, please charge|low-battery|battery low, please charge" "charging|charging|charging"
         "muted|muted|muted" "unmuted|unmuted|unmuted"
         "volume|volume|volume" "maximum|maximum|maximum" "minimum|minimum|minimum"
+        "payments today|payments-today|payments today" "total|total|total" "refunds|refunds|refunds"
+        "no payments today|today-none|no payments today"
     )
     variant_clips=()
     variants='null'
@@ -111,6 +120,10 @@ en)
         "low-battery": ["battery low, please charge"], "charging": ["charging"],
         "muted": ["muted"], "unmuted": ["unmuted"],
         "volume-max": ["volume","maximum"], "volume-min": ["volume","minimum"]
+    }'
+    summary='{
+        "payments": ["payments today","{count}","total","{amount}"], "refunds": ["refunds","{count}","total","{amount}"],
+        "none": ["no payments today"]
     }'
     levels=(one two three four five six seven eight nine ten)
     for level in {1..10}; do
@@ -158,13 +171,14 @@ sox -D -n -r "$rate" -c 1 -b 16 "$stage/clips/chime.wav" \
     sox -D -n -r "$rate" -c 1 -b 16 "$stage/clips/chime.wav" synth 0.4 sine 880 fade h 0.01 0.4 0.25 gain -9
 
 jq -n --argjson clips "$clip_map" --argjson variants "$variants" --argjson templates "$templates" \
-    --argjson prompts "$prompts" --argjson currency "$currency" \
+    --argjson prompts "$prompts" --argjson currency "$currency" --argjson summary "$summary" \
     --arg name "$pack_name" --arg lang "$lang" --argjson rate "$rate" --argjson gap "$gap_ms" \
     --arg separator "$separator" \
     --arg source "espeak-ng $(espeak-ng --version | awk '{print $4}') voice $voice speed $speed; sox $(sox --version | awk '{print $NF}')" \
     --arg voice "$voice" --argjson speed "$speed" \
     '{format: 1, name: $name, language: $lang, sampleRate: $rate, gapMs: $gap, separator: $separator,
-      clips: $clips, templates: $templates, prompts: $prompts, chime: "clips/chime.wav", source: $source,
+      clips: $clips, templates: $templates, prompts: $prompts, summary: $summary, chime: "clips/chime.wav",
+      source: $source,
       speech: {voice: $voice, speed: $speed, pitchRange: "x-high"}}
      + (if $variants == null then {} else {variants: $variants} end)
      + (if $currency == null then {} else {currency: $currency} end)' > "$stage/manifest.json"

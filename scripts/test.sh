@@ -39,11 +39,11 @@ swift test --skip-build --no-parallel --filter "$rig_tests"
 stage "fuzzing the request decoder and the amount parser (libFuzzer + ASan, scripts/fuzz.sh)"
 scripts/fuzz.sh "${ANNOUNCE_FUZZ_SECONDS:-30}"
 
-# Memory safety: the unit tests, and the integration tests that drive the daemon hardest (a burst from many
-# clients, hostile input, the protocol), with the test runner AND the daemon and announce-ctl they start built with
-# the sanitizer, each in its own scratch path (.gitignore: .build-*/). The rig's real-time audio tests are left out:
-# a sanitizer sees nothing there that the burst does not already run, and under TSan's slowdown they would miss
-# their real-time marks. TSan builds with -DANNOUNCE_TSAN, which swaps Synchronization.Mutex (invisible to TSan on
+# Memory safety: the unit tests (the player on fake devices among them), and the integration tests that drive the
+# daemon hardest (a burst from many clients, hostile input, the protocol), with the test runner AND the daemon and
+# announce-ctl they start built with the sanitizer, each in its own scratch path (.gitignore: .build-*/). Under
+# ASan the playback path also runs for real: the ALSA sink and the daemon speaking on the rig, one test at a time
+# (ASan's slowdown is small enough for 16 kHz audio; TSan's is not, so it leaves the rig out). TSan builds with -DANNOUNCE_TSAN, which swaps Synchronization.Mutex (invisible to TSan on
 # Linux) for a pthread lock TSan understands (Sources/AnnounceCore/Support/ThreadSanitizerMutex.swift);
 # AnnounceSystemdTests stay out of that stage because AnnounceSystemd does not import AnnounceCore, so its locks
 # would still be invisible. Details and timings: docs/benchmarks.md.
@@ -65,6 +65,13 @@ for sanitizer in ${ANNOUNCE_SANITIZERS-address thread}; do
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt" \
         ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
         swift test --skip-build "${flags[@]}" --filter "$tests"
+    if [[ "$sanitizer" == address ]]; then
+        stage "the playback path on the sound rig under --sanitize=address (one at a time)"
+        ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
+            ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
+            swift test --skip-build "${flags[@]}" --no-parallel \
+            --filter '^AnnounceALSATests\.|^IntegrationTests\.DaemonIntegration/EndToEndTests/'
+    fi
 done
 
 # The deployed system last, alone on the machine: unit files, then a VM with a real kernel, ALSA drivers and

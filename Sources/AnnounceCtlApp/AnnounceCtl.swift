@@ -26,7 +26,8 @@ struct AnnounceCtl: ParsableCommand {
               cancel ID... | --all      stop jobs, waiting or playing
               replay [ID]               say the last payment (or job ID) again
               history [-n N]            recent announcements, newest first
-              volume [PERCENT|--reset]  show or set the alert volume threshold
+              volume [--level N] [--threshold N|--reset]  show or set the everyday level, the alert threshold
+              today [--say] [--date D]  the day's payments and refunds heard; --say speaks them
               ping                      is the daemon there
               metrics                   counters in the Prometheus text format
             Commands without a daemon:
@@ -53,7 +54,7 @@ struct AnnounceCtl: ParsableCommand {
         version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
             Say.self, Prompt.self, SayText.self, Status.self, QueueCommand.self, Cancel.self, Replay.self, History.self,
-            Volume.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
+            Volume.self, Today.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
         ]
     )
 }
@@ -193,6 +194,31 @@ enum Output {
         if !details.isEmpty { line += " (\(details.joined(separator: ", ")))" }
         if let error = job.error { line += " — \(error.code): \(error.message)" }
         return line
+    }
+
+    /// `2026-11-23 (CST, UTC+08:00): 3 payments, 1,234.50 yuan; 1 refund, 50.00 yuan; 1 payment not heard`
+    static func describe(summary: DaySummary) -> String {
+        func tally(_ tally: DayTotals.Tally, _ noun: String) -> String {
+            "\(tally.count) \(noun)\(tally.count == 1 ? "" : "s"), \(grouped(tally.amount)) yuan"
+        }
+        var line = "\(summary.date) (\(summary.zone), UTC\(summary.utcOffset)): " + tally(summary.payments, "payment")
+        if summary.refunds.count > 0 { line += "; " + tally(summary.refunds, "refund") }
+        if summary.unheard > 0 {
+            line += "; \(summary.unheard) payment\(summary.unheard == 1 ? "" : "s") not heard"
+        }
+        return line
+    }
+
+    /// `1234.50` → `1,234.50`.
+    static func grouped(_ amount: String) -> String {
+        let parts = amount.split(separator: ".", maxSplits: 1)
+        let digits = Array(parts.first ?? "")
+        var text = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { text.append(",") }
+            text.append(digit)
+        }
+        return parts.count > 1 ? text + "." + parts[1] : text
     }
 
     /// One row of `queue`/`history`.

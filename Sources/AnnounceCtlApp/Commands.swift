@@ -228,37 +228,105 @@ struct History: ParsableCommand {
 struct Volume: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "volume",
-        abstract: "Show or set the alert volume threshold (percent).",
+        abstract: "Show or set the speaker's everyday level and the alert threshold (percent).",
         discussion: """
-            An announcement raises the volume to the threshold if it is lower, and puts it back afterwards.
-            Examples:  announce-ctl volume        announce-ctl volume 70        announce-ctl volume --reset
-            A value set here is kept across restarts; --reset returns to the configured audio.volume_threshold.
+            The everyday level is what the speaker plays at — what the volume keys change. The threshold is the \
+            least an announcement needs: the level is raised to it for an announcement if it is lower, and put \
+            back afterwards. Both are on alsamixer's percent scale.
+            Examples:  announce-ctl volume                   show both
+                       announce-ctl volume --level 60        set the everyday level
+                       announce-ctl volume --threshold 70    set the threshold (also: announce-ctl volume 70)
+                       announce-ctl volume --reset           the configured audio.volume_threshold again
+            A threshold set here is kept across restarts, and so is the level (in the daemon's journal).
             """)
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Flag(help: "Forget the value set here; use the configured threshold.")
+    @Option(help: ArgumentHelp("New everyday level, 0…100.", valueName: "percent"))
+    var level: Int?
+
+    @Option(help: ArgumentHelp("New alert threshold, 0…100.", valueName: "percent"))
+    var threshold: Int?
+
+    @Flag(help: "Forget the threshold set here; use the configured one.")
     var reset = false
 
-    @Argument(help: "New threshold, 0…100.")
+    @Argument(help: "New threshold, 0…100 (the same as --threshold).")
     var percent: Int?
 
     func validate() throws {
-        if reset && percent != nil { throw ValidationError("give a PERCENT or --reset, not both") }
-        if let percent, !(0...100).contains(percent) { throw ValidationError("PERCENT must be 0…100") }
+        if percent != nil && threshold != nil {
+            throw ValidationError("give the threshold once: PERCENT or --threshold")
+        }
+        if reset && (percent ?? threshold) != nil { throw ValidationError("give a threshold or --reset, not both") }
+        for value in [percent, threshold, level].compactMap({ $0 }) where !(0...100).contains(value) {
+            throw ValidationError("a percentage is 0…100, not \(value)")
+        }
     }
 
     func run() throws {
-        let request = Request(id: requestID(), op: "volume", threshold: percent, reset: reset ? true : nil)
+        let request = Request(
+            id: requestID(), op: "volume", threshold: percent ?? threshold, reset: reset ? true : nil, level: level)
         try exchange(request, connection) { reply in
             guard let audio = reply.volume else { return "ok" }
             var parts = ["device \(audio.device)"]
             if let mixer = audio.mixer { parts.append("mixer \(mixer)") }
-            if let volume = audio.volume { parts.append("volume \(volume)%\(audio.muted == true ? " [muted]" : "")") }
+            if let level = audio.level { parts.append("level \(level)%\(audio.muted == true ? " [muted]" : "")") }
+            // Above the level: an alert holds it raised (a muted speaker without a switch sits at its minimum).
+            if let volume = audio.volume, let level = audio.level, volume > level {
+                parts.append("now \(volume)% (raised for an alert)")
+            }
             parts.append(
                 "threshold " + (audio.threshold.map { "\($0)%" } ?? "none")
                     + (audio.thresholdSource.map { " (\($0))" } ?? ""))
             return parts.joined(separator: ", ")
+        }
+    }
+}
+
+struct Today: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "today",
+        abstract: "The day's payments and refunds heard (from the journal); --say speaks them.",
+        discussion: """
+            Counts the payments announced today (a replay is not a payment), sums them and the refunds apart, \
+            and says how many payments were not heard (muted, device gone, cancelled, expired, or still waiting). \
+            The day runs from midnight to midnight on the terminal's clock, in its time zone.
+            Examples:  announce-ctl today                 2026-11-23 (CST, UTC+08:00): 3 payments, 1,234.50 yuan
+                       announce-ctl today --say -w        …and speak it: 今日收款三笔，共一千二百三十四点五元
+                       announce-ctl today --date 2026-11-22
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: ArgumentHelp("Another day, YYYY-MM-DD (local).", valueName: "date"))
+    var date: String?
+
+    @Flag(help: "Also speak it (after the payments waiting).")
+    var say = false
+
+    @Flag(name: [.short, .long], help: "With --say: wait until it has been heard.")
+    var wait = false
+
+    @Option(name: [.short, .long], help: ArgumentHelp("With --say: the voice pack's language.", valueName: "lang"))
+    var lang: String?
+
+    func validate() throws {
+        if (wait || lang != nil) && !say { throw ValidationError("--wait and --lang go with --say") }
+    }
+
+    func run() throws {
+        let request = Request(
+            id: requestID(), op: "today", lang: lang, wait: wait ? true : nil, date: date, say: say ? true : nil)
+        var printed = false
+        try exchange(request, connection, waited: wait) { reply in
+            var lines: [String] = []
+            if let summary = reply.summary, !printed {
+                printed = true
+                lines.append(Output.describe(summary: summary))
+            }
+            if let job = reply.job { lines.append(Output.describe(job: job)) }
+            return lines.joined(separator: "\n")
         }
     }
 }

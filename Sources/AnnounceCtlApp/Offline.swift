@@ -184,6 +184,7 @@ struct Render: ParsableCommand {
             holds the pack's chime, as the daemon would play, and the exit status is 1.
             Examples:  announce-ctl render --output a.wav 100.00
                        announce-ctl render --lang en --output b.wav --prompt network-lost
+                       announce-ctl render --output t.wav --summary 3/1234.50 --refunds 1/50
             """
     )
 
@@ -207,13 +208,43 @@ struct Render: ParsableCommand {
     @Option(help: "Render free text (synthesised with espeak-ng in the pack's voice) instead of an amount.")
     var text: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Render the day's total instead: COUNT payments summing to AMOUNT (0/0 for none), as `today --say`.",
+            valueName: "count/amount"))
+    var summary: String?
+
+    @Option(help: ArgumentHelp("With --summary: the refunds, COUNT/AMOUNT.", valueName: "count/amount"))
+    var refunds: String?
+
     @Argument(help: "The amount in yuan.")
     var amount: String?
 
     func validate() throws {
-        let given = [amount != nil, fen != nil, prompt != nil, text != nil].filter { $0 }.count
-        guard given == 1 else { throw ValidationError("give exactly one of AMOUNT, --fen, --prompt, --text") }
+        let given = [amount != nil, fen != nil, prompt != nil, text != nil, summary != nil].filter { $0 }.count
+        guard given == 1 else {
+            throw ValidationError("give exactly one of AMOUNT, --fen, --prompt, --text, --summary")
+        }
         guard leadInMs >= 0 else { throw ValidationError("--lead-in-ms cannot be negative") }
+        if refunds != nil && summary == nil { throw ValidationError("--refunds goes with --summary") }
+        _ = try totals()
+    }
+
+    /// `--summary 3/1234.50 --refunds 1/50` as the journal would count them.
+    func totals() throws -> DayTotals {
+        func tally(_ text: String?, _ flag: String) throws -> DayTotals.Tally {
+            guard let text else { return DayTotals.Tally() }
+            let parts = text.split(separator: "/", maxSplits: 1)
+            guard parts.count == 2, let count = Int(parts[0]), count >= 0 else {
+                throw ValidationError("--\(flag): COUNT/AMOUNT, e.g. 3/1234.50")
+            }
+            if parts[1] == "0" && count == 0 { return DayTotals.Tally() }
+            guard let sum = try? Amount(parsing: String(parts[1])), count > 0 else {
+                throw ValidationError("--\(flag): \(parts[1]) is not an amount for \(count) payments")
+            }
+            return DayTotals.Tally(count: count, fen: sum.fen)
+        }
+        return DayTotals(payments: try tally(summary, "summary"), refunds: try tally(refunds, "refunds"))
     }
 
     func run() throws {
@@ -226,6 +257,8 @@ struct Render: ParsableCommand {
                 utterance = .prompt(name: prompt)
             } else if let text {
                 utterance = .text(text)
+            } else if summary != nil {
+                utterance = .summary(try totals())
             } else {
                 let parsed = try parseAmount(text: amount, fen: fen)
                 utterance = .payment(amount: parsed, channel: voice.channel, refund: voice.refund)

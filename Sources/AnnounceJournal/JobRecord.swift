@@ -65,8 +65,8 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
             self.refund = refund
         case let .prompt(name):
             self.prompt = name
-        case .text:
-            break  // the text itself is the announcement's text, kept in `text`
+        case .text, .summary:
+            break  // the words are the announcement's text, kept in `text`; a summary is no payment (no amount)
         }
         self.replayOf = replayOf.map(Int64.init)
         self.acceptedAt = acceptedAtMs

@@ -158,6 +158,11 @@ public final class Journal: Sendable {
                 try DedupRecord(record)?.upsert(db)
                 return record
             }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
+            throw AnnounceError(
+                .journal,
+                "the disk holding the journal \(path) is full: the job was not taken; free space and send it again",
+                cause: "\(error)")
         } catch {
             throw failure("record the job", error)
         }
@@ -382,6 +387,42 @@ public final class Journal: Sendable {
         } catch {
             throw failure("be read", error)
         }
+    }
+
+    // MARK: The day's takings
+
+    /// The payments accepted in `[fromMs, toMs)` (a local day, see `LocalDay`): those heard (`spoken`) counted and
+    /// summed in integer fen, refunds apart; those not heard (failed, expired, cancelled, or still waiting)
+    /// counted. Replays are repeats, not payments, and are left out, as are prompts, text and summaries.
+    public func dayTotals(fromMs: Int64, toMs: Int64) throws(AnnounceError) -> DayTotals {
+        let rows: [(amount: String, refund: Bool, state: String)]
+        do {
+            rows = try pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT amount, refund, state FROM job
+                        WHERE accepted_at >= ? AND accepted_at < ? AND amount IS NOT NULL AND replay_of IS NULL
+                        """,
+                    arguments: [fromMs, toMs]
+                ).map { ($0["amount"], ($0["refund"] as Bool?) ?? false, $0["state"]) }
+            }
+        } catch {
+            throw failure("be read", error)
+        }
+        var totals = DayTotals()
+        for row in rows {
+            guard row.state == JobState.spoken.rawValue else {
+                if !row.refund { totals.unheard += 1 }
+                continue
+            }
+            // The column holds the canonical text the job was accepted with ("1234.50"): parsed, never a float.
+            guard let amount = try? Amount(parsing: row.amount) else {
+                throw AnnounceError(.journal, "the journal holds an amount that cannot be read: \"\(row.amount)\"")
+            }
+            try totals.add(fen: amount.fen, refund: row.refund)
+        }
+        return totals
     }
 
     // MARK: Housekeeping

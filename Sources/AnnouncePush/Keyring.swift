@@ -80,12 +80,22 @@ public enum PushSigner {
 public struct VerifiedPayment: Sendable, Equatable {
     public var message: PushMessage
     public var amount: Amount
+    /// How to read it: the message's choice, else the listener's `[reading]`; nil: the daemon's defaults.
+    public var style: ReadingStyle?
+    public var liang: Bool?
+
+    public init(message: PushMessage, amount: Amount, style: ReadingStyle? = nil, liang: Bool? = nil) {
+        self.message = message
+        self.amount = amount
+        self.style = style ?? message.style
+        self.liang = liang ?? message.liang
+    }
 
     /// The daemon request: `say` with the order id, so the daemon de-duplicates redeliveries.
     public var request: Request {
         Request(
             id: message.order, op: "say", fen: amount.fen, channel: message.channel, refund: message.refund,
-            order: message.order)
+            style: style?.rawValue, liang: liang, order: message.order)
     }
 }
 
@@ -98,15 +108,19 @@ public struct PushVerifier: Sendable {
     /// Newest message accepted, milliseconds after now (clock skew between the service and the terminal).
     public var maximumFutureMs: Int64
     public var currencies: Set<String>
+    /// The listener's reading defaults (`[reading]` in push.toml), for messages that do not choose.
+    public var reading: ReadingDefaults.Choice
 
     public init(
-        device: String, keyring: Keyring, maximumAgeMs: Int64, maximumFutureMs: Int64, currencies: Set<String> = ["CNY"]
+        device: String, keyring: Keyring, maximumAgeMs: Int64, maximumFutureMs: Int64,
+        currencies: Set<String> = ["CNY"], reading: ReadingDefaults.Choice = .init()
     ) {
         self.device = device
         self.keyring = keyring
         self.maximumAgeMs = maximumAgeMs
         self.maximumFutureMs = maximumFutureMs
         self.currencies = currencies
+        self.reading = reading
     }
 
     public func verify(_ payload: [UInt8], nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
@@ -153,7 +167,9 @@ public struct PushVerifier: Sendable {
         } catch {
             throw AnnounceError(.invalidAmount, error.description)
         }
-        return VerifiedPayment(message: message, amount: amount)
+        return VerifiedPayment(
+            message: message, amount: amount, style: message.style ?? reading.style,
+            liang: message.liang ?? reading.liang)
     }
 
     static func bytes(hex: String) -> [UInt8]? {

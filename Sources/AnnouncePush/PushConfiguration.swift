@@ -46,6 +46,8 @@ public struct PushConfiguration: Sendable {
     public var currencies: Set<String> = ["CNY"]
 
     public var prompts = StatusPrompter.Policy()
+    /// How payments are read when a message does not say (`[reading]`): style and 两; unset, the daemon decides.
+    public var reading = ReadingDefaults.Choice()
     public var logLevel = "info"
     /// Where the Prometheus endpoint listens (`[metrics] listen`); nil: none (the default).
     public var metricsListen: ListenAddress?
@@ -85,7 +87,7 @@ public struct PushConfiguration: Sendable {
     public var verifier: PushVerifier {
         PushVerifier(
             device: device, keyring: keyring, maximumAgeMs: Int64(maximumAgeSeconds * 1000),
-            maximumFutureMs: Int64(maximumFutureSeconds * 1000), currencies: currencies)
+            maximumFutureMs: Int64(maximumFutureSeconds * 1000), currencies: currencies, reading: reading)
     }
 
     // MARK: Loading
@@ -130,7 +132,9 @@ public struct PushConfiguration: Sendable {
         mutating func problem(_ key: String, _ message: String) { problems.append("\(source): \(key): \(message)") }
 
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
-            let known = ["device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "metrics"]
+            let known = [
+                "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading", "metrics",
+            ]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
             guard let device = string(root, "device", "device") else {
                 problem("device", "is required (this terminal's id, e.g. \"T1000123\")")
@@ -176,6 +180,7 @@ public struct PushConfiguration: Sendable {
             }
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
             if let metrics = table(root, "metrics") { readMetrics(metrics, &configuration) }
+            if let reading = table(root, "reading") { readReading(reading, &configuration) }
             // A held payment blocks the MQTT loop for up to hold + one last daemon timeout: no PINGREQ meanwhile.
             if configuration.holdSeconds + configuration.daemonTimeoutSeconds >= Double(configuration.keepaliveSeconds) {
                 problem(
@@ -317,6 +322,23 @@ public struct PushConfiguration: Sendable {
                     } catch {
                         problem(name, error.message)
                     }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readReading(_ reading: TOMLTable, _ c: inout PushConfiguration) {
+            for key in reading.keys {
+                let name = "reading.\(key)"
+                switch key {
+                case "style":
+                    guard let text = string(reading, key, name) else { continue }
+                    if let style = ReadingStyle(rawValue: text) {
+                        c.reading.style = style
+                    } else {
+                        problem(name, "must be \"decimal\" (十点五元) or \"units\" (十元五角)")
+                    }
+                case "liang": if let flag = bool(reading, key, name) { c.reading.liang = flag }
                 default: problem(name, "unknown key")
                 }
             }

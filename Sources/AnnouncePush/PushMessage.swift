@@ -52,6 +52,10 @@ public struct PushMessage: Sendable, Equatable {
     public var currency: String
     public var channel: String
     public var refund: Bool
+    /// How to read the amount (optional; signed when present): `decimal` (十点五元) or `units` (十元五角), and 两.
+    /// Absent: the listener's `[reading]`, else the daemon's defaults.
+    public var style: ReadingStyle?
+    public var liang: Bool?
     /// Unix time in milliseconds when the payment service created the message.
     public var createdAt: Int64
     public var keyID: String
@@ -60,7 +64,8 @@ public struct PushMessage: Sendable, Equatable {
 
     public init(
         device: String, order: String, amount: PushAmount, currency: String = "CNY", channel: String = "plain",
-        refund: Bool = false, createdAt: Int64, keyID: String, signature: String? = nil
+        refund: Bool = false, createdAt: Int64, keyID: String, signature: String? = nil, style: ReadingStyle? = nil,
+        liang: Bool? = nil
     ) {
         self.device = device
         self.order = order
@@ -71,19 +76,26 @@ public struct PushMessage: Sendable, Equatable {
         self.createdAt = createdAt
         self.keyID = keyID
         self.signature = signature
+        self.style = style
+        self.liang = liang
     }
 
-    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break).
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `style` and `liang` have a
+    /// line only when the message carries them, so a message without them is signed as before they existed.
     public var canonical: String {
         let amountLine =
             switch amount {
             case .text(let text): "amount=\(text)"
             case .fen(let fen): "fen=\(fen)"
             }
-        return [
+        var lines = [
             "announce-push/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)", amountLine,
-            "currency=\(currency)", "channel=\(channel)", "refund=\(refund)", "created_at=\(createdAt)",
-        ].joined(separator: "\n")
+            "currency=\(currency)", "channel=\(channel)", "refund=\(refund)",
+        ]
+        if let style { lines.append("style=\(style.rawValue)") }
+        if let liang { lines.append("liang=\(liang)") }
+        lines.append("created_at=\(createdAt)")
+        return lines.joined(separator: "\n")
     }
 
     // MARK: Wire form
@@ -97,6 +109,8 @@ public struct PushMessage: Sendable, Equatable {
         var currency: String?
         var channel: String?
         var refund: Bool?
+        var style: String?
+        var liang: Bool?
         var created_at: Int64?
         var kid: String?
         var sig: String?
@@ -106,7 +120,7 @@ public struct PushMessage: Sendable, Equatable {
     public func payload() -> [UInt8] {
         var wire = Wire(
             v: Self.version, device: device, order: order, currency: currency, channel: channel, refund: refund,
-            created_at: createdAt, kid: keyID, sig: signature)
+            style: style?.rawValue, liang: liang, created_at: createdAt, kid: keyID, sig: signature)
         switch amount {
         case .text(let text): wire.amount = text
         case .fen(let fen): wire.fen = fen
@@ -144,6 +158,13 @@ public struct PushMessage: Sendable, Equatable {
         }
         channel = try Self.checked(wire.channel ?? "plain", "channel", Self.channelCharacters, 32)
         refund = wire.refund ?? false
+        if let text = wire.style {
+            guard let parsed = ReadingStyle(rawValue: text) else {
+                throw AnnounceError(.malformed, "field \"style\" must be \"decimal\" or \"units\"")
+            }
+            style = parsed
+        }
+        liang = wire.liang
         createdAt = try required(wire.created_at, "created_at")
         guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
         switch (wire.amount, wire.fen) {

@@ -127,6 +127,8 @@ struct CheckConfig: ParsableCommand {
             keys        \(c.keyring.ids.joined(separator: " "))
             window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
             metrics     \(c.metricsListen.map { "http://\($0)/metrics" } ?? "off")
+            reading     style \(c.reading.style?.rawValue ?? "(the daemon's)")  liang \
+            \(c.reading.liang.map(String.init) ?? "(the daemon's)")
             """)
     }
 }
@@ -150,6 +152,12 @@ struct MessageOptions: ParsableArguments {
 
     @Option(help: "ISO 4217 currency.")
     var currency: String = "CNY"
+
+    @Option(help: ArgumentHelp("Reading style the message asks for: decimal or units (default: none).", valueName: "s"))
+    var style: String?
+
+    @Flag(inversion: .prefixedNo, help: "Ask for 两 (or, with --no-liang, for 二) before 百/千/万/亿 (default: none).")
+    var liang: Bool?
 
     @Option(name: .customLong("created-at"), help: "Creation time, Unix milliseconds (default: now).")
     var createdAt: Int64?
@@ -185,11 +193,16 @@ struct MessageOptions: ParsableArguments {
         guard let secret = keyring.key(keyID) else {
             throw ValidationError("no key \"\(keyID)\": give --key, or --config with that key id")
         }
+        var readingStyle: ReadingStyle?
+        if let style {
+            guard let parsed = ReadingStyle(rawValue: style) else { throw ValidationError("--style: decimal or units") }
+            readingStyle = parsed
+        }
         let createdAt = createdAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let order = order ?? "P\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
         let message = PushMessage(
             device: device, order: order, amount: amount.map(PushAmount.text) ?? .fen(fen ?? 0), currency: currency,
-            channel: channel, refund: refund, createdAt: createdAt, keyID: keyID)
+            channel: channel, refund: refund, createdAt: createdAt, keyID: keyID, style: readingStyle, liang: liang)
         // What the listener would refuse for its shape is refused here too (the signature is not checked yet).
         do {
             _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())

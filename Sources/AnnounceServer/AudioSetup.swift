@@ -34,9 +34,11 @@ struct AudioSetup {
 
         if let address = audio.mixer {
             let element = try AlsaMixerElement(address: address)
+            // A second handle on the element for status requests: they never wait for the audio thread's mixer
+            // I/O, nor hold it up (issue 16).
             let guarded = VolumeGuard(
                 control: element, threshold: threshold, mutePolicy: audio.mutePolicy, stateFile: stateFile,
-                logger: logger)
+                logger: logger, monitor: try AlsaMixerElement(address: address))
             do {
                 try element.connect()
                 // A dB threshold on an element without dB information can never work: refuse to start.
@@ -100,6 +102,7 @@ extension AudioStatus {
         if let volume = engine.volume {
             mixer = volume.element
             self.volume = volume.percent.flatMap { $0.min() }.map { Int($0.rounded()) }
+            level = volume.level
             muted = volume.muted
             if threshold == nil { threshold = volume.thresholdPercent.map { Int($0.rounded()) } }
         }

@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceInput
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -90,6 +91,9 @@ public enum ConfigFile {
                 case "access": section(key, value) { reader, key, value in reader.access(key, value) }
                 case "limits": section(key, value) { reader, key, value in reader.limits(key, value) }
                 case "metrics": section(key, value) { reader, key, value in reader.metrics(key, value) }
+                case "reading": section(key, value) { reader, key, value in reader.reading(key, value) }
+                case "keys": section(key, value) { reader, key, value in reader.keys(key, value) }
+                case "summary": section(key, value) { reader, key, value in reader.summary(key, value) }
                 default: problem(key, "unknown key")
                 }
             }
@@ -195,6 +199,123 @@ public enum ConfigFile {
                 }
             default: problem("metrics.\(key)", "unknown key")
             }
+        }
+
+        // MARK: The shop: reading defaults, keys, the daily summary
+
+        mutating func reading(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "style", "liang":
+                readingChoice("reading.\(key)", key, value) { $0.all = $1($0.all) }
+            case "channels":
+                guard let channels = value.table else {
+                    return problem("reading.channels", "must be a table of channels ([reading.channels.alipay])")
+                }
+                for channel in channels.keys {
+                    let name = "reading.channels.\(channel)"
+                    guard let table = channels[channel]?.table else {
+                        problem(name, "must be a table with style and/or liang")
+                        continue
+                    }
+                    for inner in table.keys {
+                        guard let innerValue = table[inner] else { continue }
+                        guard inner == "style" || inner == "liang" else {
+                            problem("\(name).\(inner)", "unknown key")
+                            continue
+                        }
+                        readingChoice("\(name).\(inner)", inner, innerValue) { configuration, update in
+                            configuration.channels[channel] = update(configuration.channels[channel] ?? .init())
+                        }
+                    }
+                }
+            default: problem("reading.\(key)", "unknown key")
+            }
+        }
+
+        /// `style = "decimal"|"units"` or `liang = true|false` into a `ReadingDefaults.Choice`.
+        mutating func readingChoice(
+            _ name: String, _ key: String, _ value: any TOMLValueConvertible,
+            _ set: (inout ReadingDefaults, (ReadingDefaults.Choice) -> ReadingDefaults.Choice) -> Void
+        ) {
+            if key == "style" {
+                guard let text = value.string, let style = ReadingStyle(rawValue: text) else {
+                    return problem(name, "must be \"decimal\" (十点五元) or \"units\" (十元五角)")
+                }
+                set(&configuration.reading) { var choice = $0; choice.style = style; return choice }
+            } else {
+                guard let flag = value.bool else { return problem(name, "must be true or false") }
+                set(&configuration.reading) { var choice = $0; choice.liang = flag; return choice }
+            }
+        }
+
+        mutating func keys(_ key: String, _ value: any TOMLValueConvertible) {
+            let name = "keys.\(key)"
+            if let action = KeyAction(rawValue: key) {
+                // A key name ("KEY_VOLUMEUP", "volumeup"), its number, or "" for none.
+                if let text = value.string {
+                    if text.isEmpty {
+                        configuration.keys.bindings[action] = nil
+                    } else if let code = KeyCode(name: text) {
+                        configuration.keys.bindings[action] = code
+                    } else {
+                        problem(
+                            name,
+                            "unknown key \"\(text)\" (a name from linux/input-event-codes.h such as KEY_VOLUMEUP, "
+                                + "its number, or \"\" for none)")
+                    }
+                } else if let number = value.int, let code = KeyCode(code: number) {
+                    configuration.keys.bindings[action] = code
+                } else {
+                    problem(name, "must be a key name such as \"KEY_VOLUMEUP\", a key number 1…767, or \"\"")
+                }
+                return
+            }
+            switch key {
+            case "enabled": bool(name, value) { $0.keys.enabled = $1 }
+            case "devices":
+                guard let array = value.array else {
+                    return problem(name, "must be an array of device paths and \"name:…\" entries")
+                }
+                var specs: [InputDeviceSpec] = []
+                for item in array {
+                    guard let text = item.string, let spec = InputDeviceSpec(parsing: text) else {
+                        problem(
+                            name, "\(item.string.map { "\"\($0)\"" } ?? "an entry") is neither a path (/dev/input/…) "
+                                + "nor \"name:DEVICE NAME\"")
+                        continue
+                    }
+                    specs.append(spec)
+                }
+                configuration.keys.devices = specs
+            case "long_press": milliseconds(name, value) { $0.keys.bindings.longPressMs = $1 }
+            case "repeat_delay": milliseconds(name, value) { $0.keys.bindings.repeatDelayMs = $1 }
+            case "repeat_interval": milliseconds(name, value) { $0.keys.bindings.repeatIntervalMs = $1 }
+            case "debounce": milliseconds(name, value) { $0.keys.bindings.debounceMs = $1 }
+            case "volume_step": int(name, value) { $0.keys.volumeStep = $1 }
+            default: problem(name, "unknown key")
+            }
+        }
+
+        mutating func summary(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "say_at":
+                guard let text = value.string else { return problem("summary.say_at", "must be a string \"HH:MM\"") }
+                if text.isEmpty {
+                    configuration.summaryTime = nil
+                } else if let time = DailyTime(parsing: text) {
+                    configuration.summaryTime = time
+                } else {
+                    problem("summary.say_at", "must be a local time \"HH:MM\" (00:00…23:59), or \"\" for never")
+                }
+            default: problem("summary.\(key)", "unknown key")
+            }
+        }
+
+        /// A duration setting (as `duration`, within its range) in whole milliseconds.
+        mutating func milliseconds(
+            _ key: String, _ value: any TOMLValueConvertible, _ set: (inout DaemonConfiguration, Int) -> Void
+        ) {
+            duration(key, value) { configuration, seconds in set(&configuration, Int((seconds * 1000).rounded())) }
         }
 
         // MARK: Typed values

@@ -55,6 +55,7 @@ extension Daemon {
         var newAudio = new.audio
         newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels
         if newAudio != old.audio { needRestart.append("audio.mixer/mute_policy/duck_*/device_*") }
+        if new.keys != old.keys { needRestart.append("keys") }  // the key reader starts with the daemon (ShopServices)
         var effective = new
         // What needs a restart stays as the daemon started.
         effective.socketPath = old.socketPath
@@ -65,6 +66,7 @@ extension Daemon {
         effective.metricsListen = old.metricsListen
         effective.audio = old.audio
         effective.audio.volumeThresholdDecibels = new.audio.volumeThresholdDecibels
+        effective.keys = old.keys
         live.withLock {
             $0.configuration = effective
             $0.policy = policy

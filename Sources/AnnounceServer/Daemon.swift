@@ -233,10 +233,11 @@ public final class Daemon: Sendable {
                     let remaining = record.acceptedAt + ttl - nowMs
                     expiresAt = remaining > 0 ? now + UInt64(remaining) * 1_000_000 : 0
                 }
-                let job = Job(
+                var job = Job(
                     id: record.jobID, utterance: utterance, order: record.orderId, announcement: announcement,
                     acceptedAt: now > ageNanos ? now - ageNanos : 0, priority: record.jobPriority,
                     expiresAt: expiresAt, voice: pack)
+                job.attempts = record.attempts
                 var info = record.info
                 info.state = .queued
                 try jobs.adopt(job, info: info)

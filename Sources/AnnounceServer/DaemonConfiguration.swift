@@ -56,7 +56,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// (docs/audio.md: 10 ms × 4 underran on a loaded 2-core machine, 10 ms × 16 did not).
     public var periods = 16
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
-    public var leadInMs = 0
+    public var leadInMs = 50
     /// Silence between two announcements heard one after the other, milliseconds (0: none).
     public var pauseMs = 500
     /// Keep the PCM open between bursts.
@@ -70,6 +70,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// Under a systemd watchdog (`WatchdogSec=`): the audio thread counts as hung when one job plays, or jobs
     /// wait unplayed, this long, and the watchdog pings stop. Longer than any announcement. Seconds.
     public var audioStallLimitSeconds: Double = 30
+
+    // The shop (docs/configuration.md: [reading], [keys], [summary])
+    /// How amounts are read when a request does not say: reading style and 两, for every channel and per channel.
+    public var reading = ReadingDefaults()
+    /// The hardware keys (evdev).
+    public var keys = KeysConfiguration()
+    /// Speak the day's total every day at this local time; nil: never.
+    public var summaryTime: DailyTime?
 
     // Access (peer credentials from SO_PEERCRED)
     /// Users and groups (names or numbers) allowed `control` operations (say, prompt, text, cancel, replay,
@@ -179,6 +187,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 (0..<maxClients).contains(reservedClients),
                 "limits.reserved_clients: must be 0 … max_clients − 1 (\(maxClients - 1)), so that readers keep a slot")
         }
+        problems += keys.problems()
+        for channel in reading.channels.keys.sorted() where channel.isEmpty || channel.utf8.count > 64 {
+            problems.append("reading.channels.\(channel): a channel name is 1…64 characters")
+        }
         check(
             ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel),
             "log_level: must be trace, debug, info, notice, warning, error or critical")
@@ -200,6 +212,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
         "limits.request_timeout": 0.001...day,
         "limits.write_timeout": 0.001...day,
         "limits.shutdown_timeout": 0.001...day,
+        "keys.long_press": 0.3...10,
+        "keys.repeat_delay": 0.1...5,
+        "keys.repeat_interval": 0.05...5,
+        "keys.debounce": 0...0.5,
     ]
 
     private static let day = 86_400.0
@@ -221,6 +237,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
             ("audio.stall_limit", audioStallLimitSeconds),
             ("limits.idle_timeout", idleTimeoutSeconds), ("limits.request_timeout", requestTimeoutSeconds),
             ("limits.write_timeout", writeTimeoutSeconds), ("limits.shutdown_timeout", shutdownTimeoutSeconds),
+            ("keys.long_press", Double(keys.bindings.longPressMs) / 1000),
+            ("keys.repeat_delay", Double(keys.bindings.repeatDelayMs) / 1000),
+            ("keys.repeat_interval", Double(keys.bindings.repeatIntervalMs) / 1000),
+            ("keys.debounce", Double(keys.bindings.debounceMs) / 1000),
         ]
     }
 
@@ -266,6 +286,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
             volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
             \(audio.summary)
             stall_limit = \(Duration.describe(audioStallLimitSeconds))
+            [reading]
+            \(reading.summary)
+            [keys]
+            \(keys.summary)
+            [summary]
+            say_at = \(summaryTime.map { "\"\($0)\"" } ?? "(never)")
             [access]
             control_users = \(list(controlUsers)) (and root, and the daemon's own user)
             control_groups = \(list(controlGroups))
@@ -317,6 +343,9 @@ public struct ConfigurationOverrides: Sendable {
     public var metricsListen: ListenAddress??
     /// `--volume-threshold`: a percentage replaces the configured threshold (dB or percent), and so does a dB value.
     public var volumeThreshold: VolumeLevel?
+    /// `--reading-style`, `--liang`/`--no-liang`: the terminal's reading defaults (`reading.style`, `reading.liang`).
+    public var readingStyle: ReadingStyle?
+    public var liang: Bool?
     /// The other audio flags.
     public var audio = AudioOverrides()
 
@@ -364,6 +393,8 @@ public struct ConfigurationOverrides: Sendable {
             break
         }
         audio.apply(to: &configuration.audio)
+        if let readingStyle { configuration.reading.all.style = readingStyle }
+        if let liang { configuration.reading.all.liang = liang }
     }
 }
 

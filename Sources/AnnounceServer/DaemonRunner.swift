@@ -61,6 +61,8 @@ public struct DaemonRunner: Service {
         // The metrics endpoint first (its own thread; a failure to bind is logged and retried, never fatal), so
         // that it serves once the daemon is ready.
         try? await daemon.metricsEndpoint?.start().get()
+        // The keys, the day's total at its time, the everyday volume level: beside the socket, with the player.
+        let shop = ShopServices(daemon: daemon)
         var failure: (any Error)?
         await withGracefulShutdownHandler {
             await withTaskGroup(of: (any Error)?.self) { group in
@@ -70,6 +72,7 @@ public struct DaemonRunner: Service {
                     do {
                         try await server.run {
                             daemon.start()
+                            shop.start()
                             SystemdIntegration.ready(listener: listener, logger: logger)
                             ready()
                         }
@@ -99,6 +102,7 @@ public struct DaemonRunner: Service {
                     logger.critical("socket server failed", metadata: ["error": "\(error)"])
                 }
                 await daemon.stop()
+                await shop.stop()
                 group.cancelAll()
             }
         } onGracefulShutdown: {

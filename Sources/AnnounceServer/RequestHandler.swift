@@ -61,7 +61,9 @@ struct RequestHandler: Sendable {
         case .ping:
             try await reply(Response(id: id, ok: true, v: ProtocolVersion.current))
         case .say, .prompt, .text:
-            let job = try request.jobRequest()
+            var job = try request.jobRequest()
+            // The terminal's reading style and 两 (per channel) for what the request left open.
+            daemon.limits.reading.apply(to: &job)
             try await answer(try await daemon.submit(job), wait: job.wait, id: id, reply: reply)
         case .replay:
             let priority = try request.priorityClass(default: .urgent)
@@ -83,23 +85,61 @@ struct RequestHandler: Sendable {
             guard (1...Self.maximumHistory).contains(limit) else {
                 throw AnnounceError(.badRequest, "limit must be 1…\(Self.maximumHistory)")
             }
-            try await reply(Response(id: id, ok: true, jobs: try daemon.history(limit: limit)))
+            let daemon = self.daemon
+            let jobs = try await offThePool { () throws(AnnounceError) in try daemon.history(limit: limit) }
+            try await reply(Response(id: id, ok: true, jobs: jobs))
         case .status:
-            try await reply(Response(id: id, ok: true, v: ProtocolVersion.current, status: daemon.status(peer: peer)))
+            let daemon = self.daemon
+            let status = try await offThePool { daemon.status(peer: peer) }
+            try await reply(Response(id: id, ok: true, v: ProtocolVersion.current, status: status))
         case .volume:
-            if request.reset == true {
-                guard request.threshold == nil else {
-                    throw AnnounceError(.badRequest, "give either \"threshold\" or \"reset\", not both")
-                }
-                try await reply(Response(id: id, ok: true, volume: try await daemon.setVolumeThreshold(nil)))
-            } else if let threshold = request.threshold {
-                try await reply(Response(id: id, ok: true, volume: try await daemon.setVolumeThreshold(threshold)))
-            } else {
-                try await reply(Response(id: id, ok: true, volume: daemon.audioStatus()))
-            }
+            try await reply(Response(id: id, ok: true, volume: try await volume(request)))
+        case .today:
+            try await today(request, reply: reply)
         case .metrics:
             try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
         }
+    }
+
+    /// `volume`: sets the everyday `level` and/or the `threshold` (or `reset`s it), then reports both.
+    private func volume(_ request: Request) async throws(AnnounceError) -> AudioStatus {
+        let daemon = self.daemon
+        if request.reset == true && request.threshold != nil {
+            throw AnnounceError(.badRequest, "give either \"threshold\" or \"reset\", not both")
+        }
+        if let level = request.level {
+            guard (0...100).contains(level) else {
+                throw AnnounceError(.badRequest, "level must be a percentage 0…100, not \(level)")
+            }
+            _ = try await offThePool { () throws(AnnounceError) in try daemon.setVolumeLevel(level) }
+        }
+        if request.reset == true {
+            _ = try await daemon.setVolumeThreshold(nil)
+        } else if let threshold = request.threshold {
+            _ = try await daemon.setVolumeThreshold(threshold)
+        }
+        return try await offThePool { daemon.audioStatus() }
+    }
+
+    /// `today`: the day's payments and refunds heard; with `say`, also spoken (a job; with `wait`, a final reply
+    /// when it has played).
+    private func today(_ request: Request, reply: (Response) async throws -> Void) async throws {
+        let (day, say) = try request.todayRequest()
+        let daemon = self.daemon
+        let summary = try await offThePool { () throws(AnnounceError) in try daemon.daySummary(day) }
+        guard let say else { return try await reply(Response(id: request.id, ok: true, summary: summary)) }
+        let submission = try await daemon.sayDaySummary(summary, template: say)
+        guard case .accepted(let info) = submission else {
+            throw AnnounceError(.internalError, "the day's total was taken for a duplicate")
+        }
+        guard say.wait else { return try await reply(Response(id: request.id, ok: true, job: info, summary: summary)) }
+        try await reply(Response(id: request.id, ok: true, done: false, job: info, summary: summary))
+        let final = await daemon.waitUntilFinished(info.id) ?? info
+        var error = final.state == .spoken ? nil : final.error
+        if !final.state.isFinal {
+            error = ErrorInfo(AnnounceError(.shuttingDown, "the daemon is stopping; the day's total stays queued"))
+        }
+        try await reply(Response(id: request.id, ok: error == nil, job: final, error: error, summary: summary))
     }
 
     /// Replies to a job submission; for `wait`, a second (final) reply when the job has finished.

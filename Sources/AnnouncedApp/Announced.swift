@@ -103,6 +103,17 @@ struct Announced: AsyncParsableCommand {
     @OptionGroup(title: "Audio engine") var audio: AudioOptions
 
     @Option(
+        name: .customLong("reading-style"),
+        help: ArgumentHelp("How amounts are read unless a request says: decimal (十点五元) or units (十元五角).",
+                           valueName: "style"))
+    var readingStyle: String?
+
+    @Flag(
+        name: .customLong("liang"), inversion: .prefixedNo,
+        help: "Say 两 (or with --no-liang 二) before 百/千/万/亿 unless a request says.")
+    var liang: Bool?
+
+    @Option(
         name: .customLong("audio-stall-limit"),
         help: ArgumentHelp("Under a systemd watchdog: one job playing this long means a hung audio thread.",
                            valueName: "duration"))
@@ -172,6 +183,13 @@ struct Announced: AsyncParsableCommand {
         overrides.keepDeviceOpen = keepOpen
         overrides.audioStallLimitSeconds = try duration(audioStallLimit, "audio-stall-limit", "audio.stall_limit")
         try audio.apply(to: &overrides)
+        if let readingStyle {
+            guard let style = ReadingStyle(rawValue: readingStyle) else {
+                throw ValidationError("--reading-style: decimal or units, not \"\(readingStyle)\"")
+            }
+            overrides.readingStyle = style
+        }
+        overrides.liang = liang
         overrides.maxClients = maxClients
         overrides.reservedClients = reservedClients
         overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout", "limits.idle_timeout")

@@ -62,6 +62,7 @@ struct PlayerTests {
     static var gapless: Player.Settings {
         var settings = Player.Settings()
         settings.pauseMs = 0
+        settings.leadInMs = 0
         return settings
     }
 

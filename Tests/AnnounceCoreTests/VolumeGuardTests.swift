@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import AnnounceCore
@@ -223,5 +224,224 @@ struct VolumeGuardTests {
         #expect(control.value.switches == [true])
         stateFile.restoreLeftovers { _ in control }
         #expect(control.value.switches == [false])
+    }
+
+    // MARK: - An owed restore and the next alert (issue 16)
+
+    @Test func anOwedRestoreDoesNotKeepTheNextAlertQuietAfterTheOwnerTurnedItDown() throws {
+        let control = FakeVolumeControl(raw: [10])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        control.readFailures = 1
+        guarded.end()  // the restore failed: 60 is still on the mixer, owed to the owner
+        #expect(control.value.raw == [60] && guarded.status().raised)
+        control.userSets(raw: [20])  // the owner turns it down meanwhile
+        #expect(guarded.begin() == .play)
+        #expect(control.value.raw == [60], "the next alert is raised to the threshold again")
+        guarded.end()
+        #expect(control.value.raw == [20], "and the owner's 20 comes back, not the stale 10")
+        #expect(try stateFile.entries().isEmpty)
+    }
+
+    @Test func anOwedRestoreFollowsAThresholdRaisedSince() throws {
+        let control = FakeVolumeControl(raw: [10])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        control.readFailures = 1
+        guarded.end()
+        guarded.setThreshold(.percent(80))
+        _ = guarded.begin()
+        #expect(control.value.raw == [80], "the alert gets the threshold now in force")
+        #expect(try stateFile.entries().first?.original.raw == [10], "the owner's level is still what is owed")
+        guarded.end()
+        #expect(control.value.raw == [10])
+    }
+
+    // MARK: - The everyday level
+
+    @Test func theEverydayLevelIsWrittenAtOnceOutsideAnAlert() throws {
+        let control = FakeVolumeControl(raw: [30, 30])
+        let guarded = makeGuard(control)
+        let (level, _) = try guarded.changeEveryday { reading, _ in
+            VolumeReading(raw: [70, 70], switches: reading.switches)
+        }
+        #expect(level.raw == [70, 70] && control.value.raw == [70, 70])
+        #expect(try guarded.everydayLevel().level.reading.raw == [70, 70])
+        #expect(try stateFile.entries().isEmpty, "nothing owed")
+        #expect(guarded.status().level == 70)
+    }
+
+    @Test func aLevelBelowTheThresholdSetDuringAnAlertComesBackAfterIt() throws {
+        let control = FakeVolumeControl(raw: [50])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        #expect(control.value.raw == [60])
+        try guarded.changeEveryday { reading, _ in VolumeReading(raw: [40], switches: reading.switches) }
+        #expect(control.value.raw == [60], "the alert keeps the threshold")
+        #expect(try guarded.everydayLevel().level.reading.raw == [40])
+        #expect(try stateFile.entries().first?.original.raw == [40], "what a crash would put back")
+        #expect(guarded.status().everydayRaw == [40] && guarded.status().raw == [60])
+        guarded.end()
+        #expect(control.value.raw == [40])
+    }
+
+    @Test func aLevelAboveTheThresholdSetDuringAnAlertIsHeardAtOnceAndStays() throws {
+        let control = FakeVolumeControl(raw: [50])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()
+        try guarded.changeEveryday { reading, _ in VolumeReading(raw: [90], switches: reading.switches) }
+        #expect(control.value.raw == [90])
+        #expect(try stateFile.entries().isEmpty, "nothing to put back any more")
+        guarded.end()
+        #expect(control.value.raw == [90])
+        #expect(guarded.status().userOverrides == 0)
+    }
+
+    @Test func turningItDownMidBurstStillPlaysTheRestAtTheThreshold() throws {
+        let control = FakeVolumeControl(raw: [80])
+        let guarded = makeGuard(control)
+        _ = guarded.begin()  // loud enough: nothing raised
+        try guarded.changeEveryday { reading, _ in VolumeReading(raw: [30], switches: reading.switches) }
+        #expect(control.value.raw == [60], "the jobs left in the burst are not played below the threshold")
+        guarded.end()
+        #expect(control.value.raw == [30])
+    }
+
+    @Test func muteDuringAnAlertFollowsTheMutePolicy() throws {
+        // respect: the owner's mute silences the alert now, and the next job is not played.
+        let control = FakeVolumeControl(raw: [80], switches: [true])
+        let respecting = makeGuard(control, policy: .respect)
+        _ = respecting.begin()
+        try respecting.changeEveryday { reading, _ in VolumeReading(raw: reading.raw, switches: [false]) }
+        #expect(control.value.switches == [false])
+        #expect(respecting.begin() == .muted)
+        respecting.end()
+        #expect(control.value.switches == [false])
+
+        // override: the alert stays audible; muted once it is over.
+        let other = FakeVolumeControl(raw: [80], switches: [true])
+        let overriding = makeGuard(other, policy: .override)
+        _ = overriding.begin()
+        try overriding.changeEveryday { reading, _ in VolumeReading(raw: reading.raw, switches: [false]) }
+        #expect(other.value.switches == [true], "a payment playing is not cut by the mute key under override")
+        #expect(overriding.begin() == .play)
+        overriding.end()
+        #expect(other.value.switches == [false], "muted after the burst, as the owner asked")
+    }
+
+    @Test func theOwnersLevelIsReportedWhenItChanges() throws {
+        let control = FakeVolumeControl(raw: [30])
+        let seen = Mutex<[[Int]]>([])
+        let guarded = makeGuard(control)
+        guarded.observeEveryday { level in seen.withLock { $0.append(level.reading.raw) } }
+        _ = guarded.begin()  // first seen: 30
+        control.userSets(raw: [45])  // amixer during the alert: the owner's new level
+        guarded.end()
+        _ = guarded.begin()
+        guarded.end()  // unchanged: not reported again
+        try guarded.changeEveryday { reading, _ in VolumeReading(raw: [70], switches: reading.switches) }
+        #expect(seen.withLock { $0 } == [[30], [45], [70]])
+    }
+
+    @Test func statusReadsThroughItsOwnHandleWithoutWaitingForTheAudioThread() throws {
+        // The monitor handle hangs in a read (a sound server that stopped answering): a status request waits on
+        // it, but the audio thread's begin() must not wait for the status request.
+        let control = FakeVolumeControl(raw: [10])
+        let monitor = FakeVolumeControl(raw: [10])
+        let inRead = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        monitor.beforeRead = { _ in
+            inRead.signal()
+            release.wait()
+        }
+        let guarded = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .respect, stateFile: stateFile,
+            logger: Logger(label: "test"), monitor: monitor)
+        let statusDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = guarded.status()
+            statusDone.signal()
+        }
+        inRead.wait()
+        let begun = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = guarded.begin()
+            begun.signal()
+        }
+        let finished = begun.wait(timeout: .now() + .seconds(10)) == .success
+        release.signal()
+        statusDone.wait()
+        #expect(finished, "begin() waited for a status request's mixer read")
+        #expect(control.value.raw == [60])
+        guarded.end()
+    }
+
+    // MARK: - The mute key on an element without a playback switch (a softvol)
+
+    @Test func anElementWithoutASwitchIsMutedByItsMinimumAndTheLevelComesBack() throws {
+        let control = FakeVolumeControl(raw: [180, 180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        #expect(try guarded.toggleMute())
+        #expect(control.value.raw == [0, 0])
+        #expect(guarded.status().muted == true && guarded.status().everydayRaw == [180, 180])
+        #expect(guarded.begin() == .muted, "muted by the key is muted for the mute policy")
+        guarded.end()
+        #expect(control.value.raw == [0, 0], "nothing raised for it")
+        #expect(try !guarded.toggleMute())
+        #expect(control.value.raw == [180, 180], "unmuted: the level it had")
+        #expect(guarded.begin() == .play)
+        guarded.end()
+    }
+
+    @Test func aSoftMuteUnderOverrideStillLetsTheAlertBeHeard() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control, policy: .override)
+        _ = try guarded.toggleMute()
+        #expect(guarded.begin() == .play)
+        let floor = try VolumeMapping.raw(for: .percent(60), scale: control.scale(), element: "x")
+        #expect(control.value.raw == [floor], "raised to the threshold for the alert")
+        guarded.end()
+        #expect(control.value.raw == [0], "and muted again after it")
+    }
+
+    @Test func aSoftMuteDuringAnAlertUnderRespectSilencesItNow() throws {
+        let control = FakeVolumeControl(raw: [100], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        _ = guarded.begin()  // 100 is below 60 %: raised
+        #expect(control.value.raw != [100])
+        _ = try guarded.toggleMute()
+        #expect(control.value.raw == [0], "the owner's mute silences the payment playing (respect)")
+        #expect(guarded.begin() == .muted)
+        guarded.end()
+        let owed = try stateFile.entries()
+        #expect(control.value.raw == [0] && owed.isEmpty)
+        #expect(try !guarded.toggleMute() && control.value.raw == [100])
+    }
+
+    @Test func aVolumeStepOrAnAmixerChangeEndsASoftMute() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        _ = try guarded.toggleMute()
+        var seen: [Int] = []
+        try guarded.changeEveryday { reading, _ in
+            seen = reading.raw
+            return VolumeReading(raw: [200], switches: nil)
+        }
+        #expect(seen == [180], "a step starts from the level before the mute")
+        #expect(control.value.raw == [200] && guarded.status().muted != true)
+        _ = try guarded.toggleMute()
+        control.userSets(raw: [90])  // turned up by hand with amixer
+        #expect(guarded.begin() == .play, "no longer muted")
+        guarded.end()
+        #expect(try guarded.everydayLevel().level.mutedFrom == nil)
+    }
+
+    @Test func aKeptMuteIsPutBackAtStart() throws {
+        let control = FakeVolumeControl(raw: [180], switches: nil, range: 0...255, centidBPerStep: 20)
+        let guarded = makeGuard(control)
+        try guarded.restoreEveryday(EverydayLevel(reading: VolumeReading(raw: [0]), mutedFrom: [150]))
+        #expect(control.value.raw == [0] && guarded.begin() == .muted)
+        guarded.end()
+        #expect(try !guarded.toggleMute() && control.value.raw == [150])
     }
 }

@@ -319,7 +319,7 @@ struct ConfigurationDocumentTests {
 
     @Test func theDocumentedFileIsTheDefaults() throws {
         let blocks = try tomlBlocks()
-        #expect(blocks.count == 2)
+        #expect(blocks.count == 3)
         let defaults = DaemonConfiguration.defaults()
         var documented = try ConfigFile.apply(blocks[0], source: "docs/configuration.md", onto: defaults)
         // The two paths that differ for a user are documented with root's value; the voice packs with the installed
@@ -337,7 +337,7 @@ struct ConfigurationDocumentTests {
         let text = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
         var documented: [String: String] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("| `queue.") || line.hasPrefix("| `audio.")
-            || line.hasPrefix("| `limits.")
+            || line.hasPrefix("| `limits.") || line.hasPrefix("| `keys.")
         {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             guard cells.count == 2 else { continue }
@@ -357,8 +357,15 @@ struct ConfigurationDocumentTests {
         #expect(c.problems().isEmpty, "\(c.problems())")
     }
 
-    @Test func theLockedDownExampleParses() throws {
+    @Test func theShopExampleParses() throws {
         let c = try ConfigFile.apply(try tomlBlocks()[1], onto: DaemonConfiguration.defaults())
+        #expect(c.problems().isEmpty, "\(c.problems())")
+        #expect(c.keys.enabled && c.keys.devices.count == 2 && c.summaryTime?.description == "21:30")
+        #expect(c.reading.all.liang == true && c.reading.channels["alipay"]?.style == .units)
+    }
+
+    @Test func theLockedDownExampleParses() throws {
+        let c = try ConfigFile.apply(try tomlBlocks()[2], onto: DaemonConfiguration.defaults())
         #expect(c.socketMode == 0o660 && c.socketGroup == "announce" && !c.readAnyone)
         #expect(c.submitUsers == ["announce-push"] && c.controlUsers == [] && c.controlGroups == ["announce"])
     }

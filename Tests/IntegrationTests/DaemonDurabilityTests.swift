@@ -94,7 +94,9 @@ extension DaemonIntegration {
 
                     // Before the kill: job 1 whole, then the start of job 2 cut off.
                     let before = AudioMatch.hearings(of: renders, in: killedIn)
-                    #expect(before.map(\.best) == [0, 1] && before.map(\.complete) == [true, false], "\(before)")
+                    // (A fragment that stops inside the prefix all payments share may match job 1 just as far.)
+                    #expect(before.count == 2 && before.map(\.complete) == [true, false], "\(before)")
+                    #expect(before.first?.best == 0 && before.last.map { $0.matched[1] == $0.matched.max() } == true)
                     // After the restart: job 2 whole (from its start), then 3, 4, 5, each once, and nothing more.
                     let after = AudioMatch.hearings(of: renders, in: captured)
                     #expect(after.map(\.best) == [1, 2, 3, 4] && after.allSatisfy(\.complete), "\(after)")

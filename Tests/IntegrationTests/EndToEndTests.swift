@@ -65,14 +65,46 @@ struct EndToEndTests {
                 #expect(first?.status == 0 && second?.status == 0, "\(String(describing: first)) \(String(describing: second))")
                 #expect(second?.stdout.contains("job 2 spoken") == true, "\(second?.stdout ?? "")\n\(daemon.log)")
 
-                // The first announcement then the second, each whole, sample for sample, and nothing after.
+                // The first announcement, the pause, then the second, each whole, sample for sample, nothing after.
                 let a = try rendered("12345.67")
                 let b = try rendered("8.50")
-                let both = AudioMatch.compareSamples(expected: a + b, captured: captured, startTolerance: 320)
+                let pause = [Int16](repeating: 0, count: 500 * 16)
+                let both = AudioMatch.compareSamples(expected: a + pause + b, captured: captured, startTolerance: 320)
                 print("12345.67 + 8.50: \(both)")
                 #expect(both.failures.isEmpty, "the capture is not the first announcement then the second: \(both.failures)")
-                let swapped = AudioMatch.compareSamples(expected: b + a, captured: captured)
+                let swapped = AudioMatch.compareSamples(expected: b + pause + a, captured: captured)
                 #expect(!swapped.failures.isEmpty, "order not distinguishable")
+            }
+        }
+    }
+
+    /// Two payments queued back to back are heard as two: each whole, with a clear pause between the last
+    /// audible sample of the first and the first of the second (issue 17: 300–1500 ms), and none before the
+    /// first beyond the lead-in.
+    @Test func twoPaymentsQueuedTogetherAreHeardAsTwoWithAPauseBetween() async throws {
+        try await withRig { rig in
+            try await withDaemon(rig: rig) { daemon in
+                let amounts = ["100", "50"]
+                let captured = try await rig.capture {
+                    for amount in amounts {
+                        #expect(try await daemon.reply(Request(op: "say", amount: amount, channel: "alipay")).ok)
+                    }
+                    try await daemon.waitUntilIdle()
+                }
+                let pack = self.pack
+                let renders = try amounts.map { amount in
+                    try pack.render(
+                        pack.composer.compose(
+                            .payment(amount: try Amount(parsing: amount), channel: "alipay", refund: false),
+                            options: nil))
+                }
+                let heard = AudioMatch.hearings(of: renders, in: captured)
+                #expect(heard.map(\.best) == [0, 1] && heard.allSatisfy(\.complete), "\(heard)")
+                guard heard.count == 2 else { return }
+                let lastOfFirst = try #require(captured[heard[0].start..<heard[1].start].lastIndex { abs(Int32($0)) >= 64 })
+                let gapMs = Double(heard[1].start - lastOfFirst) / 16
+                print("pause between two payments: \(gapMs) ms")
+                #expect(gapMs >= 300 && gapMs <= 1500, "\(gapMs) ms between them")
             }
         }
     }

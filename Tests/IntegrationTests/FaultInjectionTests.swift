@@ -3,6 +3,7 @@ import AnnounceCore
 import AnnounceSound
 import AnnounceTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 extension DaemonIntegration {
@@ -136,10 +137,71 @@ extension DaemonIntegration {
             }
         }
 
+        /// A journal that cannot be written (its disk full, and its reserve already spent) does not make the
+        /// daemon forget what it owes: a job heard meanwhile is not final until its end is on disk — its waiter gets
+        /// no final reply, status says the journal is behind and why — and a cancel that cannot be recorded is
+        /// refused and undone. Once there is space again everything is recorded, each job heard once.
+        @Test func aJournalThatCannotBeWrittenHoldsTheEndsBackAndSaysSoUntilItCan() async throws {
+            let amounts = ["987654321.99", "8.50", "1005"]
+            let renders = try amounts.map(rendered)
+            try await withRig { rig in
+                try await SmallDisk.withStateFilesystem(megabytes: 4) { directory, mount in
+                    try await withDaemon(rig: rig, directory: directory) { daemon in
+                        let finalReply = ReplyBox()
+                        var status: DaemonStatus?
+                        var firstCancel: Response?
+                        var secondCancel: Response?
+                        let captured = try await rig.capture {
+                            let request = Request(op: "say", amount: amounts[0], wait: true)
+                            let waiter = Task { [finalReply] in
+                                let reply = try await daemon.reply(request)
+                                finalReply.value.withLock { $0 = reply }
+                            }
+                            try await daemon.waitForStatus { $0.queue.playing != nil }
+                            let second = try await daemon.reply(Request(op: "say", amount: amounts[1]))
+                            let third = try await daemon.reply(Request(op: "say", amount: amounts[2]))
+                            #expect(second.ok && third.ok, "\(second) \(third)")
+                            try SmallDisk.fill(mount)
+                            // The reserve pays for this cancel …
+                            firstCancel = try await daemon.reply(Request(op: "cancel", job: third.job?.id))
+                            #expect(try await daemon.reply(Request(op: "status")).status?.journal.reserve == false)
+                            // … and once the disk is full again nothing can be written.
+                            try SmallDisk.fill(mount)
+                            secondCancel = try await daemon.reply(Request(op: "cancel", job: second.job?.id))
+                            // The first job is heard; its end cannot be written.
+                            status = try await daemon.waitForStatus(timeout: .seconds(60)) {
+                                ($0.journal.unrecorded ?? 0) > 0 && $0.queue.playing != 1
+                            }
+                            #expect(finalReply.value.withLock { $0 } == nil, "a final reply before the end was recorded")
+                            SmallDisk.free(mount)
+                            try await waiter.value
+                            try await daemon.waitUntilIdle()
+                        }
+                        #expect(firstCancel?.jobs?.first?.state == .cancelled, "\(String(describing: firstCancel))")
+                        #expect(secondCancel?.error?.code == "journal", "\(String(describing: secondCancel))")
+                        #expect(status?.journal.lastError?.code == "journal", "\(String(describing: status))")
+                        #expect((status?.queue.unfinished ?? 0) >= 2, "\(String(describing: status))")
+                        #expect(finalReply.value.withLock { $0 }?.job?.state == .spoken)
+                        let history = try #require(try await daemon.reply(Request(op: "history")).jobs)
+                        #expect(history.map(\.state) == [.cancelled, .spoken, .spoken], "recorded in the end: \(history)")
+                        let after = try #require(try await daemon.reply(Request(op: "status")).status)
+                        #expect(after.journal.unrecorded == 0 && after.journal.lastError == nil, "\(after.journal)")
+                        let heard = AudioMatch.hearings(of: renders, in: captured)
+                        #expect(heard.map(\.best) == [0, 1] && heard.allSatisfy(\.complete), "each once: \(heard)")
+                    }
+                }
+            }
+        }
+
         func rendered(_ amount: String) throws -> [Int16] {
             let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
             return try pack.render(pack.composer.compose(amount: Amount(parsing: amount)))
         }
 
     }
+}
+
+/// A reply another task fills in.
+final class ReplyBox: Sendable {
+    let value = Mutex<Response?>(nil)
 }

@@ -97,18 +97,19 @@ struct FaultSchedule {
         case kill
         case term
         case hangup
-        case cancel(Int)
+        /// Cancel the payment the daemon took last (likely still waiting or playing).
+        case cancel
         case fillDisk
         case freeDisk
 
         var description: String {
             switch self {
-            case let .pay(index, hangUp): hangUp ? "pay \(index) and hang up" : "pay \(index)"
+            case let .pay(index, hangUp): hangUp ? "hang-up after paying \(index)" : "pay \(index)"
             case let .resend(index): "resend \(index)"
             case .kill: "kill -9"
             case .term: "SIGTERM"
             case .hangup: "SIGHUP"
-            case let .cancel(index): "cancel \(index)"
+            case .cancel: "cancel the last payment taken"
             case .fillDisk: "fill the disk"
             case .freeDisk: "free the disk"
             }
@@ -141,14 +142,14 @@ struct FaultSchedule {
             let sent = steps.firstIndex { if case .pay(index, _) = $0 { true } else { false } } ?? 0
             steps.insert(.resend(index), at: Int.random(in: (sent + 1)...steps.count, using: &random))
         }
-        // Two to five faults, anywhere after the first payment.
-        for _ in 0..<Int.random(in: 2...5, using: &random) {
+        // Three to seven faults, anywhere after the first payment.
+        for _ in 0..<Int.random(in: 3...7, using: &random) {
             let fault: Step
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<3: fault = .kill
             case 3..<5: fault = .term
             case 5..<7: fault = .hangup
-            case 7..<9: fault = .cancel(Int.random(in: payments.indices, using: &random))
+            case 7..<9: fault = .cancel
             default: fault = .fillDisk
             }
             let at = Int.random(in: 1...steps.count, using: &random)
@@ -242,8 +243,9 @@ struct ScheduleRun {
                 let capacity = [1, 2, 64][Int.random(in: 0..<3, using: &random)]
                 try "[queue]\ncapacity = \(capacity)\n".write(toFile: config, atomically: true, encoding: .utf8)
                 try await start().signal(SIGHUP)
-            case let .cancel(index):
-                guard let job = accepted[index] else { continue }
+            case .cancel:
+                guard let (index, job) = accepted.filter({ !cancelled.contains($0.key) }).max(by: { $0.value < $1.value })
+                else { continue }
                 let reply = try await start().reply(Request(op: "cancel", job: job))
                 if reply.ok, reply.jobs?.contains(where: { $0.id == job && $0.state == .cancelled }) == true {
                     cancelled.insert(index)

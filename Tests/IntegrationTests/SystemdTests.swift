@@ -110,6 +110,27 @@ struct SystemdTests {
         }
     }
 
+    /// An announcement far longer than the stall limit is progress, not a hang: the watchdog judges the audio
+    /// thread by the frames it writes, not by how long one job lasts (free text may take minutes).
+    @Test func aLongAnnouncementIsNotMistakenForAHang() async throws {
+        let directory = try Paths.temporaryDirectory("wdl")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let notify = try NotifySocket(path: "\(directory)/notify")
+        defer { notify.close() }
+        try await withRig { rig in
+            let environment = ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"]
+            try await withDaemon(rig: rig, arguments: ["--audio-stall-limit", "600ms"], environment: environment) { daemon in
+                _ = try await notify.wait { $0 == "WATCHDOG=1" }
+                // 到账九亿八千七百六十五万四千三百二十一点九九元: about 6 s, ten times the stall limit.
+                let said = try await daemon.ctl(["say", "--wait", "987654321.99"])
+                #expect(said.status == 0 && said.stdout.contains("spoken"), "\(said)")
+                #expect(!daemon.log.contains("watchdog pings withheld"), "a healthy daemon looked hung:\n\(daemon.log)")
+                let job = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
+                #expect((job.finishedMs ?? 0) > 3_000, "the announcement was long: \(job)")
+            }
+        }
+    }
+
     func waitForLog(_ daemon: DaemonProcess, containing text: String) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {

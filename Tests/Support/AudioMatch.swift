@@ -71,7 +71,9 @@ public struct SampleComparison: Sendable, CustomStringConvertible {
     public var after: Double
     public var expectedCount: Int
 
-    /// Why the capture is not the expected audio; empty when it is (glitches skipping at most 5 % tolerated).
+    /// Why the capture is not the expected audio; empty when it is. A glitch (the rig's own: samples skipped or
+    /// inserted) is tolerated only up to one period (160 samples) each and 5 % in all: a longer gap, repeat or
+    /// cut loses the sync and fails.
     public var failures: [String] {
         var failures: [String] = []
         if let lostSync { failures.append("the capture stops matching at expected sample \(lostSync) of \(expectedCount)") }
@@ -123,11 +125,12 @@ extension AudioMatch {
             }
             // A glitch: find the next 48 non-silent expected samples again, a little further on in the capture.
             var resumed: (i: Int, j: Int)?
-            search: for ahead in stride(from: 0, to: 1600, by: 16) where i + ahead + 48 <= expected.count {
+            search: for ahead in stride(from: 0, through: 160, by: 8) where i + ahead + 48 <= expected.count {
                 let block = (i + ahead)..<(i + ahead + 48)
                 guard expected[block].contains(where: { abs(Int($0)) > 100 }) else { continue }
                 let first = block.lowerBound
-                for shift in -400...16000
+                // At most one period (10 ms at 16 kHz) skipped or inserted: a longer gap or repeat is a failure.
+                for shift in -160...160
                 where same(first, j + ahead + shift)
                     && (1..<48).allSatisfy({ same(first + $0, j + ahead + shift + $0) })
                 {
@@ -166,7 +169,7 @@ public struct Hearing: Sendable, CustomStringConvertible {
 
     public var description: String {
         let what = best.map { "candidate \($0) \(complete ? "complete" : "fragment of \(matched[$0]) samples")" }
-        return "at \(start): \(what ?? "unknown sound")"
+        return "at \(start): \(what ?? "unknown sound of \(end - start) samples (best match \(matched.max() ?? 0))")"
     }
 }
 
@@ -178,84 +181,114 @@ extension AudioMatch {
     /// than that ends the match: the rest then starts no candidate and is reported as an unknown sound, or it
     /// was a cut (a fragment). Complete means matched to the candidate's last audible sample.
     public static func hearings(
-        of candidates: [[Int16]], in captured: [Int16], search: Int = 32, maxGlitch: Int = 160
+        of candidates: [[Int16]], in captured: [Int16], search: Int = 480, maxGlitch: Int = 160
     ) -> [Hearing] {
-        let threshold: Int16 = 300
-        let onsets = candidates.map { onset($0, threshold: threshold) ?? 0 }
+        // The capture may be heard at any volume (the sink's volume scales it): its onset is its first sample
+        // above the rig's silence, which is exact zeros; each candidate is aligned on its own onset within
+        // ±`search` samples, then followed sample by sample.
+        let captureThreshold: Int32 = 8
+        let onsets = candidates.map { onset($0, threshold: 300) ?? 0 }
         let ends = candidates.map { end($0, threshold: 64) ?? $0.count }
         var result: [Hearing] = []
         var position = 0
         while position < captured.count {
-            guard let start = captured[position...].firstIndex(where: { abs(Int32($0)) >= Int32(threshold) }) else {
+            guard let start = captured[position...].firstIndex(where: { abs(Int32($0)) >= captureThreshold }) else {
                 break
             }
             var matched: [Int] = []
+            var reach: [Int] = []
             for (index, candidate) in candidates.enumerated() {
-                matched.append(follow(candidate, from: onsets[index], in: captured, at: start, search: search,
-                                      maxGlitch: maxGlitch))
+                let (count, last) = follow(
+                    candidate, from: onsets[index], in: captured, at: start, search: search, maxGlitch: maxGlitch)
+                matched.append(count)
+                reach.append(last)
             }
             let bestIndex = matched.indices.max { matched[$0] < matched[$1] }
             var hearing = Hearing(start: start, matched: matched, best: nil, complete: false, end: start + 1)
-            if let bestIndex, matched[bestIndex] >= 800 {
+            // Its extent: up to the next 0.1 s of silence.
+            var extent = start
+            var quiet = 0
+            while extent < captured.count && quiet < 1600 {
+                quiet = abs(Int32(captured[extent])) < captureThreshold ? quiet + 1 : 0
+                extent += 1
+            }
+            extent -= quiet
+            // A candidate matched for 50 ms, or for all of a shorter sound (a fragment cut off early).
+            if let bestIndex, matched[bestIndex] >= 800 || (matched[bestIndex] >= 64 && matched[bestIndex] >= extent - start - 160) {
                 hearing.best = bestIndex
                 hearing.complete = onsets[bestIndex] + matched[bestIndex] >= ends[bestIndex]
-                hearing.end = start + matched[bestIndex]
+                hearing.end = max(start + 1, reach[bestIndex])
             } else {
                 // None of them: skip to the next stretch of silence.
-                var index = start
-                var quiet = 0
-                while index < captured.count && quiet < 1600 {
-                    quiet = abs(Int32(captured[index])) < 64 ? quiet + 1 : 0
-                    index += 1
-                }
-                hearing.end = index
+                hearing.end = extent
             }
             result.append(hearing)
-            position = hearing.end
+            // Past what matched, and past the quiet tail of the candidate (below the onset threshold).
+            var next = hearing.end
+            while next < captured.count && abs(Int32(captured[next])) < 64 && next < hearing.end + 160 { next += 1 }
+            position = next
         }
         return result
     }
 
-    /// How many samples of `expected` from `from` on the capture holds from `at` on: aligned within ±`search`,
-    /// scaled by a least-squares gain, each sample within 3 units (plus 0.5 %), glitches resynchronised within
-    /// ±`maxGlitch` samples.
+    /// How many samples of `expected` from `from` on the capture holds from near `at` on (and the capture index
+    /// just after the last matched one): aligned by correlation within ±`search` (coarse, then fine), scaled by a
+    /// least-squares gain, each sample within 3 units (plus 0.5 %), glitches resynchronised within ±`maxGlitch`
+    /// samples.
     static func follow(
         _ expected: [Int16], from: Int, in captured: [Int16], at: Int, search: Int, maxGlitch: Int
-    ) -> Int {
-        let probe = min(1600, expected.count - from)
-        guard probe > 160 else { return 0 }
-        // Alignment: the lag with the best correlation over the first 0.1 s.
-        var bestLag = 0
-        var bestValue = -1.0
-        for lag in -search...search {
+    ) -> (matched: Int, end: Int) {
+        let probe = min(400, expected.count - from)
+        guard probe > 160 else { return (0, at) }
+        // Normalised by both sides' energy over the samples compared, and only where the capture holds sound (the
+        // rig's silence is exact zeros): a fragment cut short must line up with its own start, not with a louder
+        // later stretch of the candidate. At least 64 samples must take part.
+        func correlation(_ lag: Int) -> Double {
             var dot = 0.0
             var energy = 0.0
+            var expectedEnergy = 0.0
+            var count = 0
             for index in 0..<probe {
                 let j = at + lag + index
-                guard j >= 0, j < captured.count else { continue }
+                guard j >= 0, j < captured.count, captured[j] != 0 else { continue }
+                count += 1
                 let x = Double(expected[from + index])
                 let y = Double(captured[j])
                 dot += x * y
                 energy += y * y
+                expectedEnergy += x * x
             }
-            let value = energy > 0 ? dot / energy.squareRoot() : -1
-            if value > bestValue {
-                bestValue = value
-                bestLag = lag
+            return count >= 64 && energy > 0 && expectedEnergy > 0 ? dot / (energy * expectedEnergy).squareRoot() : -1
+        }
+        var bestLag = -search
+        var bestValue = -Double.infinity
+        for lag in stride(from: -search, through: search, by: 4) {
+            let value = correlation(lag)
+            if value > bestValue { (bestLag, bestValue) = (lag, value) }
+        }
+        for lag in (bestLag - 3)...(bestLag + 3) {
+            let value = correlation(lag)
+            if value > bestValue { (bestLag, bestValue) = (lag, value) }
+        }
+        // Gain: the median ratio over the loud samples of the first 0.1 s (robust to a fragment's cut-off end).
+        func gainRatios(above floor: Double) -> [Double] {
+            var ratios: [Double] = []
+            for index in 0..<min(1600, expected.count - from) {
+                let j = at + bestLag + index
+                guard j >= 0, j < captured.count else { break }
+                let x = Double(expected[from + index])
+                // Where the capture is silent the sound was cut (or not begun): no evidence of the gain there.
+                if abs(x) >= floor && captured[j] != 0 { ratios.append(Double(captured[j]) / x) }
             }
+            return ratios
         }
-        // Gain over the first 0.2 s.
-        var xy = 0.0
-        var xx = 0.0
-        for index in 0..<min(3200, expected.count - from) {
-            let j = at + bestLag + index
-            guard j >= 0, j < captured.count else { break }
-            let x = Double(expected[from + index])
-            xy += x * Double(captured[j])
-            xx += x * x
-        }
-        guard xx > 0, xy > 0 else { return 0 }
-        let gain = xy / xx
+        // A fragment of a few ms may hold no loud sample yet: then the quieter ones give the gain.
+        var ratios = gainRatios(above: 500)
+        if ratios.count < 16 { ratios = gainRatios(above: 64) }
+        guard !ratios.isEmpty else { return (0, at) }
+        ratios.sort()
+        let gain = ratios[ratios.count / 2]
+        guard gain > 0 else { return (0, at) }
         func same(_ i: Int, _ j: Int) -> Bool {
             guard i < expected.count else { return false }
             let heard = j >= 0 && j < captured.count ? Double(captured[j]) : 0
@@ -284,6 +317,6 @@ extension AudioMatch {
             guard let resumed else { break }
             (i, j) = resumed
         }
-        return i - from
+        return (i - from, j)
     }
 }

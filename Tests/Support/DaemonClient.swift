@@ -79,9 +79,12 @@ extension DaemonProcess {
         throw HarnessError("job \(id) never started playing:\n\(log)")
     }
 
-    /// Waits until every job accepted has finished and its end is recorded.
+    /// Waits until every job accepted has finished and its end is recorded,
+    /// and the audio engine has ended its burst (the mixer is the owner's again).
     public func waitUntilIdle(timeout: Duration = .seconds(60)) async throws {
-        try await waitForStatus(timeout: timeout) { $0.queue.unfinished == 0 }
+        try await waitForStatus(timeout: timeout) {
+            $0.queue.unfinished == 0 && $0.audio.engine.map { $0.state != .playing } ?? true
+        }
     }
 }
 

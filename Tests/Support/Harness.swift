@@ -25,7 +25,13 @@ public enum Paths {
 
     private static func programLinks() -> String {
         let programs = ["announced", "announce-ctl", "announce-push"]
-        if programs.allSatisfy({ FileManager.default.isExecutableFile(atPath: "\(build)/\($0)") }) { return build }
+        // Only links to `announce` count: an old build folder may still hold separate executables of those names.
+        func isLink(_ name: String) -> Bool {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(build)/\(name)")).map {
+                URL(fileURLWithPath: $0).lastPathComponent == "announce"
+            } ?? false
+        }
+        if programs.allSatisfy(isLink) { return build }
         let executable = URL(fileURLWithPath: "\(build)/announce").standardizedFileURL.path
         let folder = "/tmp/ann-bin-\(getpid())"
         try? FileManager.default.removeItem(atPath: folder)
@@ -138,6 +144,10 @@ public final class Rig: Sendable {
         try await run("\(Paths.root)/scripts/rig.sh", ["capture-stop", directory])
         if let bodyError { throw bodyError }
         let data = try Data(contentsOf: URL(fileURLWithPath: file))
+        // ANNOUNCE_KEEP_CAPTURES=DIR keeps every capture for a look with sox or numpy when a test fails.
+        if let keep = ProcessInfo.processInfo.environment["ANNOUNCE_KEEP_CAPTURES"] {
+            try? data.write(to: URL(fileURLWithPath: "\(keep)/capture-\(Monotonic.nanos).raw"))
+        }
         return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
     }
 

@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceSound
 import AnnounceTestSupport
 import Foundation
 import Testing
@@ -179,6 +180,87 @@ import Testing
         #expect(music > -20, "no music before the announcement (\(music) dB)")
         #expect(music - loudestDucked >= 15, "music at \(music) dB, during the announcement up to \(loudestDucked) dB")
         #expect(abs(restored - music) < 1, "music at \(music) dB before, \(restored) dB after")
+    }
+
+    /// The speaker's keys, on a USB keypad made through /dev/uinput (evemu-device) and pressed with evemu-event:
+    /// real evdev nodes, udev, the drop-in's group and device access, the daemon's key reader.
+    @Test func theKeypadsKeysSetTheLevelSpeakItMuteReplayAndSurviveAReplug() async throws {
+        let run = try await VirtualMachineRun.shared.value
+        let facts = run.facts("keys")
+        let scale = try #require(Self.softvolScale(run.facts("volume_threshold")["master_tlv"]), "no Master scale")
+        func raw(_ percent: Int) throws -> Int {
+            try VolumeMapping.raw(for: .percent(Double(percent)), scale: scale, element: "Master")
+        }
+        func percent(_ name: String) throws -> Int {
+            let value = try #require(Self.mixer(facts[name])?.raw.min(), "\(name): \(facts[name])")
+            return VolumeMapping.percent(ofRaw: value, scale: scale)
+        }
+        let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+        #expect(facts["uinput"].hasPrefix("crw"), "no /dev/uinput in the VM: \(facts["uinput"])")
+        #expect(facts["daemon_groups"].split(separator: ",").contains("input"), "the drop-in's group: \(facts.summary)")
+        let journal = facts["journal"]
+        #expect(journal.contains("input device opened") && journal.contains("Announce Test Keypad"), "\(journal)")
+        // Bad input, logged and nothing else: a device without our keys, a path that is not there.
+        #expect(journal.contains("input device has none of the configured keys; not used")
+                && journal.contains("Announce Test Mouse"), "\(journal)")
+        #expect(journal.contains("input device not present") && journal.contains("usb-missing-keypad"), "\(journal)")
+
+        // Volume up from 70 %: 80 % on the mixer, and 音量八 heard.
+        let seventy = try raw(70)
+        let eighty = try raw(80)
+        #expect(Self.mixer(facts["master_70"])?.raw.allSatisfy { $0 == seventy } == true, "\(facts["master_70"])")
+        #expect(Self.mixer(facts["master_up"])?.raw.allSatisfy { $0 == eighty } == true, "\(facts["master_up"])")
+        #expect(facts["volume_up"].contains("level 80%"), "\(facts["volume_up"])")
+        let up = AudioMatch.correlation(
+            expected: try pack.render(pack.composer.compose(prompt: "volume-8")), captured: try facts.capture("up"))
+        #expect(up.value > 0.95, "音量八 was not heard (correlation \(up.value))")
+
+        // Held 1.4 s: a few steps (one at once, then one every 300 ms after 600 ms), not the kernel's dozens; each
+        // step on the mixer.
+        let steps = try #require(facts.number("held_steps"), "\(facts.summary)")
+        #expect((2...7).contains(steps), "\(steps) steps for a key held 1.4 s")
+        #expect(try percent("master_held") == 80 - 10 * steps, "\(facts["master_held"]) after \(steps) steps down")
+
+        // Mute: docs/asound.conf's softvol Master has no switch: the volume at its minimum, the daemon says muted, a
+        // payment is not played (muted); mute again: the level it had, and 已取消静音 heard.
+        #expect(Self.mixer(facts["master_muted"])?.raw.allSatisfy { $0 == 0 } == true, "\(facts["master_muted"])")
+        #expect(facts["volume_muted"].contains("[muted]"), "\(facts["volume_muted"])")
+        #expect(facts.status("say_muted") == 5 && facts["say_muted"].contains("muted"), "\(facts["say_muted"])")
+        #expect(Self.mixer(facts["master_unmuted"])?.raw == Self.mixer(facts["master_held"])?.raw,
+                "\(facts["master_unmuted"]) is not the level before the mute")
+        let unmuted = AudioMatch.correlation(
+            expected: try pack.render(pack.composer.compose(prompt: "unmuted")), captured: try facts.capture("unmuted"))
+        #expect(unmuted.value > 0.95, "已取消静音 was not heard (correlation \(unmuted.value))")
+
+        // Play/pause pressed: the last payment again, heard, recorded as a replay of it.
+        let jobs = try Self.replies(facts["replay_history"]).flatMap { $0.jobs ?? [] }
+        #expect(jobs.count == 2 && jobs[1].amount == "6.60", "\(facts["replay_history"])")
+        #expect(jobs.first?.replayOf == jobs.last?.id && jobs.first?.state == .spoken, "\(facts["replay_history"])")
+        let replay = AudioMatch.correlation(
+            expected: try pack.render(pack.composer.compose(amount: Amount(parsing: "6.60"))),
+            captured: try facts.capture("replay"))
+        #expect(replay.value > 0.95, "到账六点六元 was not heard again (correlation \(replay.value))")
+
+        // Unplugged and plugged in again: noticed both ways, and its volume key works.
+        #expect(facts.number("gone_count") ?? 0 >= 1 && facts.number("opened_count") ?? 0 >= 2, "\(facts.summary)")
+        #expect(try percent("master_after_replug") == percent("master_before_replug") + 10,
+                "\(facts["master_before_replug"]) → \(facts["master_after_replug"])")
+        #expect(facts["service"] == "active" && facts.status("ping") == 0, "\(facts.summary)")
+    }
+
+    @Test func aLongPressSpeaksTheDaysTotal() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("today")
+        #expect(facts.number("actions") == 1, "one long press, one action: \(facts.summary)")
+        let summary = try #require(try Self.replies(facts["today_before"]).first?.summary, "\(facts["today_before"])")
+        #expect(summary.payments.count > 0, "the system test made payments today: \(facts["today_before"])")
+        let job = try #require(try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.first)
+        let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+        let expected = try pack.composer.compose(summary: summary.totals)
+        #expect(job.text == expected.text && job.state == .spoken, "\(facts["history"])")
+        #expect(expected.text.hasPrefix("今日收款"))
+        let heard = AudioMatch.correlation(expected: try pack.render(expected), captured: try facts.capture("total"))
+        #expect(heard.value > 0.95, "\(expected.text) was not heard (correlation \(heard.value))")
+        #expect(facts["today_printed"].contains("\(summary.payments.count) payment"), "\(facts["today_printed"])")
     }
 
     @Test func reloadRereadsTheConfigurationInTheSameProcess() async throws {

@@ -19,12 +19,14 @@ SUITE=bookworm
 # ALSA tools and libraries, what the daemon links (ldd of the static-stdlib binaries: libasound2,
 # libsndfile1, libsoxr0, libebur128-1, libespeak-ng1 for free text, libsqlite3-0 for the journal,
 # libsystemd0 from systemd, libstdc++6, libgcc-s1, libc6; announce-push: libmosquitto1), make for the project's
-# install, procps for ps, mosquitto: a real broker for the push listener's check.
+# install, procps for ps, mosquitto: a real broker for the push listener's check, evemu-tools: a virtual USB keypad
+# through /dev/uinput for the hardware keys.
 GUEST_PACKAGES=systemd-sysv,udev,dbus,kmod,alsa-utils,libasound2,libsndfile1,libsoxr0,libebur128-1
-GUEST_PACKAGES+=,libespeak-ng1,libsqlite3-0,libstdc++6,make,procps,libmosquitto1,mosquitto
-# Kernel modules: in the initramfs to reach the root disk; in the root for sound and the host share.
+GUEST_PACKAGES+=,libespeak-ng1,libsqlite3-0,libstdc++6,make,procps,libmosquitto1,mosquitto,evemu-tools
+# Kernel modules: in the initramfs to reach the root disk; in the root for sound, the host share, and input devices
+# (evdev: /dev/input/event*; uinput: the virtual keypad).
 INITRAMFS_MODULES=(virtio_pci virtio_blk ext4)
-ROOT_MODULES=(snd-dummy snd-aloop 9p 9pnet_virtio)
+ROOT_MODULES=(snd-dummy snd-aloop 9p 9pnet_virtio evdev uinput)
 
 log() { echo "vm-image: $*"; }
 

@@ -29,7 +29,12 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
     public var lastError: ErrorInfo?
     /// Milliseconds until the next retry, while recovering.
     public var retryInMs: Int?
-    public var volume: VolumeStatus?
+    /// The volume guard's report, kept on the heap (see `init(from:)`).
+    public var volume: VolumeStatus? {
+        get { volumeBox?.value }
+        set { volumeBox = newValue.map(StatusBox.init) }
+    }
+    private var volumeBox: StatusBox<VolumeStatus>?
     public var ducking: DuckStatus?
 
     public init(
@@ -44,4 +49,54 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
         self.recoveries = recoveries
         self.jobsGivenUp = jobsGivenUp
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case sink, state, keepOpen, leadInMs, pauseMs, deviceFailures, recoveries, jobsGivenUp, lastError, retryInMs,
+            volume, ducking
+    }
+
+    /// Written out, with `volume` out of line: with `VolumeStatus` (17 stored properties) inline, the synthesized
+    /// decoder of this struct crashed in Swift 6.3.1 debug builds — a bad pointer in an outlined destroy when it
+    /// returned, for any input, even `{"sink":{…},"state":"idle",…}`. `StatusCodingTests` decodes one. A field added
+    /// to the struct must be added here and to `encode(to:)`: the round trip in `StatusCodingTests` sets every one.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sink = try container.decode(SinkStatus.self, forKey: .sink)
+        state = try container.decode(DeviceState.self, forKey: .state)
+        keepOpen = try container.decode(Bool.self, forKey: .keepOpen)
+        leadInMs = try container.decode(Int.self, forKey: .leadInMs)
+        pauseMs = try container.decodeIfPresent(Int.self, forKey: .pauseMs)
+        deviceFailures = try container.decode(Int.self, forKey: .deviceFailures)
+        recoveries = try container.decode(Int.self, forKey: .recoveries)
+        jobsGivenUp = try container.decode(Int.self, forKey: .jobsGivenUp)
+        lastError = try container.decodeIfPresent(ErrorInfo.self, forKey: .lastError)
+        retryInMs = try container.decodeIfPresent(Int.self, forKey: .retryInMs)
+        volume = try container.decodeIfPresent(VolumeStatus.self, forKey: .volume)
+        ducking = try container.decodeIfPresent(DuckStatus.self, forKey: .ducking)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(sink, forKey: .sink)
+        try container.encode(state, forKey: .state)
+        try container.encode(keepOpen, forKey: .keepOpen)
+        try container.encode(leadInMs, forKey: .leadInMs)
+        try container.encodeIfPresent(pauseMs, forKey: .pauseMs)
+        try container.encode(deviceFailures, forKey: .deviceFailures)
+        try container.encode(recoveries, forKey: .recoveries)
+        try container.encode(jobsGivenUp, forKey: .jobsGivenUp)
+        try container.encodeIfPresent(lastError, forKey: .lastError)
+        try container.encodeIfPresent(retryInMs, forKey: .retryInMs)
+        try container.encodeIfPresent(volume, forKey: .volume)
+        try container.encodeIfPresent(ducking, forKey: .ducking)
+    }
+}
+
+/// An immutable value on the heap: keeps a large optional out of its owner's inline layout. Compared by value.
+final class StatusBox<Value: Sendable & Equatable>: Sendable, Equatable {
+    let value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    static func == (lhs: StatusBox, rhs: StatusBox) -> Bool { lhs.value == rhs.value }
 }

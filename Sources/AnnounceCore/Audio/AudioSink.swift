@@ -51,6 +51,22 @@ public struct SinkStatus: Sendable, Equatable, Codable {
     public init(device: String) {
         self.device = device
     }
+
+    /// `opens` is newer than the rest: a status from a daemon without it decodes, as 0.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        device = try container.decode(String.self, forKey: .device)
+        isOpen = try container.decode(Bool.self, forKey: .isOpen)
+        sampleRate = try container.decodeIfPresent(Int.self, forKey: .sampleRate)
+        channels = try container.decodeIfPresent(Int.self, forKey: .channels)
+        format = try container.decodeIfPresent(String.self, forKey: .format)
+        periodFrames = try container.decodeIfPresent(Int.self, forKey: .periodFrames)
+        bufferFrames = try container.decodeIfPresent(Int.self, forKey: .bufferFrames)
+        xruns = try container.decode(Int.self, forKey: .xruns)
+        suspends = try container.decode(Int.self, forKey: .suspends)
+        interruptions = try container.decode(Int.self, forKey: .interruptions)
+        opens = try container.decodeIfPresent(Int.self, forKey: .opens) ?? 0
+    }
 }
 
 /// The audio engine's counters since start (``Player/health()``): what the metrics export as audio health.

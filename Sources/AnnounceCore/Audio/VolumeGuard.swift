@@ -16,16 +16,42 @@ public enum MutePolicy: String, Sendable, Codable, CaseIterable {
     case override
 }
 
-/// Makes sure an alert is audible and puts the owner's setting back afterwards.
+/// The owner's everyday level: the raw values an element holds outside alerts; and, for an element without a playback
+/// switch that the mute key muted (its volume then at the minimum), the raw values it had before.
+public struct EverydayLevel: Sendable, Equatable {
+    public var reading: VolumeReading
+    public var mutedFrom: [Int]?
+
+    public init(reading: VolumeReading, mutedFrom: [Int]? = nil) {
+        self.reading = reading
+        self.mutedFrom = mutedFrom
+    }
+
+    /// Muted by the playback switch, or by the mute key on an element without one.
+    public var isMuted: Bool { reading.isMuted || mutedFrom != nil }
+    /// The level to speak of: the one before the mute key when muted so.
+    public var raw: [Int] { mutedFrom ?? reading.raw }
+}
+
+/// Makes sure an alert is audible and puts the owner's setting back afterwards; and sets the owner's everyday level
+/// (the volume keys, `volume` with `level`) without breaking that promise.
 ///
 /// Before the first announcement of a burst (`begin`): if the element is muted, the mute policy decides; if a
 /// channel is below the threshold, the exact raw values are saved to the state file, then raised. After the
 /// queue has run empty (`end`, not between back-to-back jobs): the original goes back exactly — unless the
 /// element no longer holds what the daemon set, meaning the user changed it meanwhile, and the user wins.
 ///
+/// The everyday level is what the mixer holds outside alerts (during one, what it goes back to). Setting it
+/// during an alert changes what comes back after, and the alert itself never plays below the threshold (nor muted
+/// under the `override` policy); outside an alert it is written at once. The mute key turns the playback switch
+/// off; an element without one (a softvol) is muted by turning it to its minimum, remembering the level, and such a
+/// mute counts as muted for the mute policy like the switch.
+///
 /// Mixer problems never stop an announcement: they are logged and the alert plays at whatever volume there is.
-/// All calls are serialised by a lock, so `status()` may be called from any thread while the audio thread works.
-public final class VolumeGuard: @unchecked Sendable {
+/// All calls are serialised by a lock, so they may come from any thread while the audio thread works; `status()`
+/// reads the element through its own handle (`monitor`) outside that lock, so a status request never waits for
+/// the audio thread's mixer I/O, nor holds it up.
+public final class VolumeGuard: @unchecked Sendable {  // every mutable field is guarded by `lock`
     public enum Decision: Sendable, Equatable {
         case play
         /// Muted and the policy is `respect`: do not play.
@@ -37,6 +63,9 @@ public final class VolumeGuard: @unchecked Sendable {
     /// The loudness an alert needs; changed by `setThreshold` (a `volume` request, a reload).
     private var threshold: VolumeLevel?
     private let control: any VolumeControl
+    /// A second handle on the same element, for `status()` only (nil: status reads through `control`).
+    private let monitor: (any VolumeControl)?
+    private let monitorLock = Lock()
     private let stateFile: MixerStateFile?
     private let logger: Logger
     private let lock = Lock()
@@ -49,13 +78,19 @@ public final class VolumeGuard: @unchecked Sendable {
     private var raises = 0
     private var restores = 0
     private var userOverrides = 0
+    /// The owner's level as last seen, and who wants to hear when it changes (the daemon keeps it in its journal).
+    private var everyday: EverydayLevel?
+    private var onEverydayChange: (@Sendable (EverydayLevel) -> Void)?
+    /// An element without a playback switch muted by the mute key: the raw values before (it is at its minimum).
+    private var softMute: [Int]?
 
     public init(
         control: any VolumeControl, threshold: VolumeLevel?, mutePolicy: MutePolicy, stateFile: MixerStateFile?,
-        logger: Logger
+        logger: Logger, monitor: (any VolumeControl)? = nil
     ) {
         self.address = control.address
         self.control = control
+        self.monitor = monitor
         self.threshold = threshold
         self.mutePolicy = mutePolicy
         self.stateFile = stateFile
@@ -63,6 +98,15 @@ public final class VolumeGuard: @unchecked Sendable {
         // A change an earlier run could not put back (its mixer was unreachable at start-up) is still owed to
         // the owner: the next `end()` restores it.
         pending = (try? stateFile?.entries())?.first { $0.element == control.address && $0.purpose == .alert }
+    }
+
+    /// Calls `observer` with the owner's level whenever it changes: set through ``changeEveryday(_:)``, or found
+    /// changed on the mixer (amixer, another program) at an alert. Called under the guard's lock, possibly on the
+    /// audio thread: it must not block or call back.
+    public func observeEveryday(_ observer: @escaping @Sendable (EverydayLevel) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        onEverydayChange = observer
     }
 
     /// Checks that the threshold can be used on this element (a dB threshold needs dB information).
@@ -107,14 +151,17 @@ public final class VolumeGuard: @unchecked Sendable {
         }
         if active {
             // The daemon's own unmute looks like "not muted"; only a mute made since counts.
-            return reading.isMuted && mutePolicy == .respect ? .muted : .play
+            return (reading.isMuted || softMute != nil) && mutePolicy == .respect ? .muted : .play
         }
-        if reading.isMuted && mutePolicy == .respect {
+        noticeSoftUnmute(reading)
+        if (reading.isMuted || softMute != nil) && mutePolicy == .respect {
             logger.notice("output is muted; not playing (mute policy respect)", metadata: ["mixer": "\(address)"])
             return .muted
         }
         active = true
-        if pending == nil { raise(from: reading) }
+        let original = owner(reading)
+        observe(original)
+        hold(original: original, current: reading)
         return .play
     }
 
@@ -127,19 +174,123 @@ public final class VolumeGuard: @unchecked Sendable {
         restore()
     }
 
-    /// A snapshot for `status` replies: reads the element now.
-    public func status() -> VolumeStatus {
+    /// The owner's everyday level now (what the mixer holds, or what an alert that holds it raised puts back) and
+    /// the element's scale.
+    public func everydayLevel() throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
         lock.lock()
         defer { lock.unlock() }
+        let scale = try control.scale()
+        let reading = try control.read()
+        noticeSoftUnmute(reading, scale: scale)
+        let owners = pending.flatMap { reading == $0.applied ? $0.original : nil } ?? reading
+        return (EverydayLevel(reading: owners, mutedFrom: softMute), scale)
+    }
+
+    /// Changes the owner's everyday level (the volume): `change` gets the level now and returns the new one.
+    /// Outside an alert the mixer takes it at once. During one, it is what comes back after the alert, and the
+    /// alert keeps at least the threshold — and stays unmuted under the `override` policy, while under `respect` a
+    /// mute silences it now. On an element muted by the mute key, `change` gets the level from before the mute,
+    /// and a new level unmutes it. Returns the new level and the scale.
+    @discardableResult
+    public func changeEveryday(
+        _ change: (VolumeReading, VolumeScale) throws(AnnounceError) -> VolumeReading
+    ) throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
+        lock.lock()
+        defer { lock.unlock() }
+        let scale = try control.scale()
+        let current = try control.read()
+        noticeSoftUnmute(current, scale: scale)
+        var original = owner(current)
+        if let level = softMute { original.raw = level }
+        let wanted = try change(original, scale)
+        softMute = nil
+        try apply(wanted, over: current)
+        return (EverydayLevel(reading: wanted), scale)
+    }
+
+    /// The mute key: mutes, or unmutes when muted — with the playback switch, or on an element without one by
+    /// its minimum volume (and back to the level it had). Returns whether it is muted now.
+    public func toggleMute() throws(AnnounceError) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let scale = try control.scale()
+        let current = try control.read()
+        noticeSoftUnmute(current, scale: scale)
+        var wanted = owner(current)
+        if let switches = wanted.switches {
+            let mute = !wanted.isMuted
+            wanted.switches = switches.map { _ in !mute }
+        } else if let level = softMute {
+            softMute = nil
+            wanted.raw = level
+        } else {
+            softMute = wanted.raw
+            wanted.raw = wanted.raw.map { _ in scale.raw.lowerBound }
+        }
+        try apply(wanted, over: current)
+        return wanted.isMuted || softMute != nil
+    }
+
+    /// Puts back a level kept from an earlier run (the daemon's journal), a mute by the mute key included.
+    public func restoreEveryday(_ level: EverydayLevel) throws(AnnounceError) {
+        lock.lock()
+        defer { lock.unlock() }
+        let current = try control.read()
+        let original = owner(current)
+        guard level.reading.raw.count == original.raw.count else { return }
+        var wanted = original
+        wanted.raw = level.reading.raw
+        softMute = original.switches == nil ? level.mutedFrom : nil
+        try apply(wanted, over: current)
+    }
+
+    /// The owner's new level: held for the alert playing (at least the threshold), or written at once.
+    private func apply(_ wanted: VolumeReading, over current: VolumeReading) throws(AnnounceError) {
+        guard wanted.raw.count == current.raw.count, wanted.switches?.count == current.switches?.count else {
+            throw AnnounceError(.internalError, "a level for \(wanted.raw.count) channels of \(address)")
+        }
+        if active {
+            hold(original: wanted, current: current)
+        } else {
+            if pending != nil {
+                // An earlier alert's raise that could not be put back: the owner's new level replaces it.
+                pending = nil
+                try? stateFile?.remove(address, purpose: .alert)
+            }
+            try write(wanted, over: current)
+        }
+        observe(wanted)
+        logger.info(
+            "everyday volume set",
+            metadata: [
+                "mixer": "\(address)", "raw": "\(wanted.raw)", "muted": "\(wanted.isMuted || softMute != nil)",
+            ])
+    }
+
+    /// A snapshot for `status` replies: reads the element now, through `monitor` when there is one.
+    public func status() -> VolumeStatus {
+        lock.lock()
         var status = VolumeStatus(
             element: "\(address)", threshold: threshold?.description, mutePolicy: mutePolicy,
             raised: pending != nil, raises: raises, restores: restores, userOverrides: userOverrides)
+        let threshold = self.threshold
+        let held = pending
+        let mutedFrom = softMute
+        if let lastError { status.lastError = ErrorInfo(lastError) }
+        lock.unlock()
+        // The element's scale converts through its handle: everything is worked out under that handle's lock.
+        let (element, elementLock) = monitor.map { ($0, monitorLock) } ?? (control, lock)
+        elementLock.lock()
+        defer { elementLock.unlock() }
         do {
-            let reading = try control.read()
-            let scale = try control.scale()
+            let reading = try element.read()
+            let scale = try element.scale()
             status.raw = reading.raw
-            status.muted = reading.switches.map { $0.contains(false) }
+            status.muted = mutedFrom != nil ? true : reading.switches.map { $0.contains(false) }
             status.percent = reading.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
+            let everyday = mutedFrom ?? (held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading).raw
+            status.everydayRaw = everyday
+            status.level = everyday.min().map { VolumeMapping.percent(ofRaw: $0, scale: scale) }
             if let threshold, let raw = try? VolumeMapping.raw(for: threshold, scale: scale, element: "\(address)") {
                 status.thresholdRaw = raw
                 status.thresholdPercent = VolumeMapping.normalized(raw: raw, scale: scale) * 100
@@ -147,42 +298,78 @@ public final class VolumeGuard: @unchecked Sendable {
         } catch {
             status.error = ErrorInfo(error)
         }
-        if let lastError { status.lastError = ErrorInfo(lastError) }
         return status
     }
 
-    private func raise(from reading: VolumeReading) {
-        var target = reading
-        if let threshold {
+    // MARK: - Under the lock
+
+    /// The owner's level, given what the mixer holds: an entry still owed (from this burst, or an earlier alert
+    /// whose restore failed) whose values the mixer still holds means the owner's level is the entry's original;
+    /// if the mixer holds something else, the owner changed it since, and their setting wins.
+    private func owner(_ current: VolumeReading) -> VolumeReading {
+        guard let entry = pending else { return current }
+        if current == entry.applied { return entry.original }
+        pending = nil
+        try? stateFile?.remove(address, purpose: .alert)
+        userOverrides += 1
+        logger.notice(
+            "the user changed the mixer since the daemon raised it; keeping their setting",
+            metadata: ["mixer": "\(address)", "now": "\(current.raw)"])
+        return current
+    }
+
+    /// Makes the mixer at least as loud as the threshold (and unmuted under `override`) for the alert, remembering
+    /// `original` — the owner's level — to put back after it. Mixer problems are logged, never thrown.
+    private func hold(original: VolumeReading, current: VolumeReading) {
+        var target = original
+        // Muted by the mute key on an element without a switch, under `respect`: silence now, nothing raised.
+        let softMuted = softMute != nil && mutePolicy == .respect
+        if let threshold, !softMuted {
             do {
                 let floor = try VolumeMapping.raw(for: threshold, scale: control.scale(), element: "\(address)")
-                target.raw = reading.raw.map { max($0, floor) }
+                target.raw = original.raw.map { max($0, floor) }
             } catch {
                 note(error, "cannot work out the volume threshold")
             }
         }
-        if reading.isMuted, mutePolicy == .override, let switches = reading.switches {
+        if original.isMuted, mutePolicy == .override, let switches = original.switches {
             target.switches = switches.map { _ in true }
         }
-        guard target != reading else { return }
-        let entry = MixerStateFile.Entry(element: address, purpose: .alert, original: reading, applied: target)
         do {
+            if target == original {
+                // Nothing to hold: the owner's level is loud enough (and audible) as it is.
+                if pending != nil {
+                    pending = nil
+                    try? stateFile?.remove(address, purpose: .alert)
+                }
+                try write(original, over: current)
+                return
+            }
+            let wasHeld = pending != nil
+            let entry = MixerStateFile.Entry(element: address, purpose: .alert, original: original, applied: target)
             // The original goes to disk first: if the daemon dies now, the next start puts it back.
-            try stateFile?.record(entry)
+            if entry != pending { try stateFile?.record(entry) }
             pending = entry
-            if target.raw != reading.raw { try control.write(raw: target.raw) }
-            if let switches = target.switches, switches != reading.switches { try control.write(switches: switches) }
-            raises += 1
-            logger.info(
-                "volume raised for the alert",
-                metadata: [
-                    "event": .event(.volumeRaised), "mixer": "\(address)", "from": "\(reading.raw)",
-                    "to": "\(target.raw)",
-                    "unmuted": "\(reading.isMuted && !(target.switches?.contains(false) ?? false))",
-                ])
+            try write(target, over: current)
+            if !wasHeld {
+                raises += 1
+                logger.info(
+                    "volume raised for the alert",
+                    metadata: [
+                        "event": .event(.volumeRaised), "mixer": "\(address)", "from": "\(original.raw)",
+                        "to": "\(target.raw)",
+                        "unmuted": "\(original.isMuted && !(target.switches?.contains(false) ?? false))",
+                    ])
+            }
         } catch {
             note(error, "cannot raise the volume; playing at the volume that is set")
         }
+    }
+
+    /// Writes what differs between `current` and `wanted`.
+    private func write(_ wanted: VolumeReading, over current: VolumeReading) throws(AnnounceError) {
+        if wanted.raw != current.raw { try control.write(raw: wanted.raw) }
+        if let switches = wanted.switches, switches != current.switches { try control.write(switches: switches) }
     }
 
     private func restore() {
@@ -194,20 +381,24 @@ public final class VolumeGuard: @unchecked Sendable {
         }
         do {
             var kept: [String] = []
+            var now = entry.original
             if current.raw == entry.applied.raw {
                 if current.raw != entry.original.raw { try control.write(raw: entry.original.raw) }
             } else {
                 kept.append("volume")
+                now.raw = current.raw
             }
             if let original = entry.original.switches, current.switches != nil {
                 if current.switches == entry.applied.switches {
                     if current.switches != original { try control.write(switches: original) }
                 } else {
                     kept.append("mute switch")
+                    now.switches = current.switches
                 }
             }
             pending = nil
             try? stateFile?.remove(address, purpose: .alert)
+            observe(now)
             if kept.isEmpty {
                 restores += 1
                 logger.info(
@@ -224,6 +415,24 @@ public final class VolumeGuard: @unchecked Sendable {
             }
         } catch {
             note(error, "cannot restore the volume; will retry after the next alert")
+        }
+    }
+
+    /// The owner's level as seen now; a new one is reported (the daemon keeps it across restarts).
+    private func observe(_ reading: VolumeReading) {
+        let level = EverydayLevel(reading: reading, mutedFrom: softMute)
+        guard everyday?.reading.raw != level.reading.raw || everyday?.mutedFrom != level.mutedFrom else { return }
+        everyday = level
+        onEverydayChange?(level)
+    }
+
+    /// An element muted by the mute key that someone turned up by hand (amixer) is no longer muted.
+    private func noticeSoftUnmute(_ reading: VolumeReading, scale: VolumeScale? = nil) {
+        guard softMute != nil, pending == nil else { return }
+        guard let minimum = (scale ?? (try? control.scale()))?.raw.lowerBound else { return }
+        if reading.raw.contains(where: { $0 > minimum }) {
+            softMute = nil
+            observe(reading)
         }
     }
 
@@ -247,6 +456,11 @@ public struct VolumeStatus: Sendable, Equatable, Codable {
     public var thresholdRaw: Int?
     /// The threshold on alsamixer's percent scale of this element (the same as `threshold` when given in percent).
     public var thresholdPercent: Double?
+    /// The owner's everyday level per channel: what the element holds, or while an alert holds it raised, what goes
+    /// back after it (raw); and as a whole percentage on alsamixer's scale (the quietest channel; a level set as N %
+    /// reads N %).
+    public var everydayRaw: [Int]?
+    public var level: Int?
     public var mutePolicy: MutePolicy
     /// Whether the daemon holds the volume raised (or unmuted) now.
     public var raised: Bool

@@ -93,6 +93,7 @@ extension Utterance {
         case .payment: .payment
         case .prompt: .prompt
         case .text: .text
+        case .summary: .prompt  // the day's total carries no payment's order id
         }
     }
 }

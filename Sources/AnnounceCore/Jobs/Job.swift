@@ -61,6 +61,8 @@ public struct Job: Sendable, Identifiable, Equatable, Schedulable {
     /// The voice pack the job was composed with and is rendered with; nil: the player's own pack.
     /// Carried by the job so that a voice pack reload (SIGHUP) never breaks a job already queued.
     public var voice: VoicePack?
+    /// Times its playing began in earlier runs (a job recovered from the journal after it was cut off).
+    public var attempts = 0
 
     public init(
         id: UInt64, utterance: Utterance, order: String? = nil, announcement: Announcement, acceptedAt: UInt64,

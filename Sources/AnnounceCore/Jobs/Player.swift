@@ -33,8 +33,10 @@ import Synchronization
 ///   heard, so not reported — the journal still has them, and the next start speaks them.
 public final class Player: @unchecked Sendable {
     public struct Settings: Sendable, Equatable {
-        /// Silence before the first announcement of a burst, so an amplifier that wakes on signal does not clip it.
-        public var leadInMs = 0
+        /// Silence before the first announcement of a burst: what a freshly started stream loses (a sound server
+        /// drops up to ~14 ms of it, an amplifier powered up with the stream its first tens of ms) is silence, not
+        /// the first syllable. docs/audio.md has the measurements behind the default.
+        public var leadInMs = 50
         /// Silence between two announcements of a burst, so that they are heard as two.
         public var pauseMs = 500
         /// Keep the PCM open between bursts (lowest latency) instead of releasing the device.
@@ -289,7 +291,9 @@ public final class Player: @unchecked Sendable {
     /// unheard until its end leaves the device), or has ended (failed, cancelled), or went back for a replay.
     private func play(_ job: Job) {
         if queue.isCancelRequested(job.id) {
-            return finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client")
+            return finish(job, result)
         }
         inBurst = true
         if volume?.begin() == .muted {
@@ -314,7 +318,7 @@ public final class Player: @unchecked Sendable {
             buildError = error
             samples = (try? pack.renderChime()) ?? []
         }
-        let attempt = (attempts[job.id] ?? 0) + 1
+        let attempt = (attempts[job.id] ?? job.attempts) + 1
         attempts[job.id] = attempt
         var result = JobResult(id: job.id, state: buildError == nil ? .spoken : .failed, error: buildError)
         result.attempts = attempt
@@ -396,7 +400,9 @@ public final class Player: @unchecked Sendable {
         let waiting = replay.filter { queue.isCancelRequested($0.id) }
         replay.removeAll { queue.isCancelRequested($0.id) }
         for job in waiting {
-            finish(job, JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt))
+            var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+            result.error = AnnounceError(.cancelled, "cancelled by a client while waiting for the device")
+            finish(job, result)
         }
         let cancelled = unheard.filter { queue.isCancelRequested($0.job.id) }
         guard !cancelled.isEmpty else { return false }
@@ -409,7 +415,7 @@ public final class Player: @unchecked Sendable {
         for entry in cancelled {
             var result = entry.result
             result.state = .cancelled
-            result.error = nil
+            result.error = AnnounceError(.cancelled, "cancelled by a client while playing")
             result.finishedNanos = Monotonic.nanos - entry.job.acceptedAt
             finish(entry.job, result)
         }
@@ -447,6 +453,12 @@ public final class Player: @unchecked Sendable {
     /// The burst is over: stop the stream, release the device unless kept open, put the mixer back.
     private func endBurst() {
         sink.drain()
+        // The mixer first, then the state: whoever sees the engine idle sees the owner's volume back.
+        volume?.end()
+        if ducked {
+            ducker?.restore()
+            ducked = false
+        }
         if settings.keepOpen && sink.status.isOpen {
             setState(.open)
         } else {
@@ -457,11 +469,7 @@ public final class Player: @unchecked Sendable {
         streamHasSound = false
         lastSoundEnded = Monotonic.nanos
         inBurst = false
-        volume?.end()
-        if ducked {
-            ducker?.restore()
-            ducked = false
-        }
+        shared.withLock { $0.busy = false }
     }
 
     /// Reports a job's end and gives it back to the queue.

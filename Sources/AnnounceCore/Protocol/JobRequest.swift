@@ -55,7 +55,9 @@ extension Request {
         switch try operation() {
         case .say, .prompt, .text: .submit
         case .cancel, .replay: .control
-        case .volume: (threshold != nil || reset == true) ? .control : .read
+        case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
+        // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.
+        case .today: say == true ? .submit : .read
         case .status, .queue, .history, .ping, .metrics: .read
         }
     }
@@ -118,6 +120,22 @@ extension Request {
             utterance: utterance, lang: language, style: try readingStyle(),
             liang: liang, order: try orderID(), priority: try priorityClass(default: defaultPriority),
             ttlMs: try ttlMilliseconds(), wait: wait ?? false)
+    }
+
+    /// Validates a `today` request: the local day asked for (`date`, else today) and, with `say`, the job that
+    /// speaks it — its totals filled in by the daemon. The day's total is spoken in turn like a payment.
+    public func todayRequest() throws(AnnounceError) -> (day: LocalDay, say: JobRequest?) {
+        let day = try date.map { text throws(AnnounceError) in try LocalDay(parsing: text) } ?? LocalDay.today
+        guard say == true else {
+            if wait == true { throw refuse("\"wait\" needs \"say\": true") }
+            return (day, nil)
+        }
+        var language: String?
+        if let lang { language = try name(lang, field: "lang") }
+        let job = JobRequest(
+            utterance: .summary(DayTotals()), lang: language, style: try readingStyle(), liang: liang,
+            priority: try priorityClass(default: .payment), ttlMs: try ttlMilliseconds(), wait: wait ?? false)
+        return (day, job)
     }
 
     /// The `priority` field, checked: a payment may not be `status` (droppable).

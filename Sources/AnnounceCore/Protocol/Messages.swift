@@ -16,7 +16,7 @@ public enum ProtocolVersion {
 
 /// The operations of the protocol.
 public enum Operation: String, Sendable, CaseIterable, Codable {
-    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics
+    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -70,13 +70,18 @@ public struct Request: Codable, Sendable, Equatable {
     // volume
     public var threshold: Int?
     public var reset: Bool?
+    /// The speaker's everyday level, percent on alsamixer's scale.
+    public var level: Int?
+    // today: the local day (YYYY-MM-DD; absent: today), and whether to speak it (a job, with `wait` and `lang`)
+    public var date: String?
+    public var say: Bool?
 
     public init(
         id: String? = nil, v: Int? = nil, op: String, amount: String? = nil, fen: Int64? = nil,
         channel: String? = nil, refund: Bool? = nil, lang: String? = nil, style: String? = nil,
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
-        reset: Bool? = nil, text: String? = nil
+        reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil
     ) {
         self.id = id
         self.v = v
@@ -99,11 +104,14 @@ public struct Request: Codable, Sendable, Equatable {
         self.threshold = threshold
         self.reset = reset
         self.text = text
+        self.level = level
+        self.date = date
+        self.say = say
     }
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text
+            all, limit, threshold, reset, text, level, date, say
     }
 
     public init(from decoder: any Decoder) throws {
@@ -133,6 +141,9 @@ public struct Request: Codable, Sendable, Equatable {
         threshold = try c.decodeIfPresent(Int.self, forKey: .threshold)
         reset = try c.decodeIfPresent(Bool.self, forKey: .reset)
         text = try c.decodeIfPresent(String.self, forKey: .text)
+        level = try c.decodeIfPresent(Int.self, forKey: .level)
+        date = try c.decodeIfPresent(String.self, forKey: .date)
+        say = try c.decodeIfPresent(Bool.self, forKey: .say)
     }
 }
 
@@ -234,11 +245,14 @@ public struct Response: Codable, Sendable, Equatable {
     public var volume: AudioStatus?
     /// `metrics`: Prometheus text exposition format.
     public var metrics: String?
+    /// `today`: the day's payments and refunds heard.
+    public var summary: DaySummary?
     public var error: ErrorInfo?
 
     public init(
         id: String?, ok: Bool, done: Bool = true, v: Int? = nil, job: JobInfo? = nil, jobs: [JobInfo]? = nil,
-        status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil
+        status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil,
+        summary: DaySummary? = nil
     ) {
         self.id = id
         self.ok = ok
@@ -250,6 +264,7 @@ public struct Response: Codable, Sendable, Equatable {
         self.volume = volume
         self.metrics = metrics
         self.error = error
+        self.summary = summary
     }
 
     public static func failure(id: String?, _ error: AnnounceError, job: JobInfo? = nil) -> Response {

@@ -160,8 +160,12 @@ public struct AudioStatus: Codable, Sendable, Equatable {
     public var device: String
     /// Mixer control used for the alert volume, e.g. "default:Master".
     public var mixer: String?
-    /// The control's volume now, percent (mapped like alsamixer, so a percentage means the same loudness).
+    /// The control's volume now, percent (mapped like alsamixer, so a percentage means the same loudness); during
+    /// an alert, the raised volume.
     public var volume: Int?
+    /// The speaker's everyday level, percent: what the owner chose (keys, `volume` with `level`), which an alert
+    /// raises to the threshold if it is lower and which comes back after it.
+    public var level: Int?
     /// The volume an announcement is raised to if the control is lower, percent; nil: not raised.
     public var threshold: Int?
     /// Where `threshold` comes from: `config` (file or flag) or `set` (a `volume` request, kept in the journal).

@@ -32,6 +32,8 @@ public protocol AmountReader: Sendable {
     var defaultStyle: ReadingStyle { get }
     /// The words of the amount INCLUDING its currency unit(s), one clip token per element.
     func words(for amount: Amount, options: ReadingOptions) -> [String]
+    /// The words of a count of things, 0…999,999,999,999 (三 in 今日收款三笔; Mandarin counts 两笔, 两百笔).
+    func words(forCount count: Int64) -> [String]
 }
 
 extension AmountReader {

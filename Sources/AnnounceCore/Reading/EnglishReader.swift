@@ -94,6 +94,11 @@ public struct EnglishReader: AmountReader {
         return words
     }
 
+    /// A count as a cardinal number: "three", "two hundred and five".
+    public func words(forCount count: Int64) -> [String] {
+        Self.cardinal(max(0, min(count, Amount.maximumYuan)))
+    }
+
     /// The words of a whole number from 0 to 999,999,999,999.
     static func cardinal(_ value: Int64) -> [String] {
         if value == 0 { return ["zero"] }

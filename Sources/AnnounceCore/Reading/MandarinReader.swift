@@ -72,6 +72,14 @@ public struct MandarinReader: AmountReader {
         return words
     }
 
+    /// A count read before a measure word: 两 where it counts directly (2 两, 200 两百, 2000 两千, 20000 两万, as
+    /// with ``ReadingOptions/liang``), 二 elsewhere (12 十二, 22 二十二); 0 is 零.
+    public func words(forCount count: Int64) -> [String] {
+        if count <= 0 { return ["零"] }
+        if count == 2 { return ["两"] }
+        return Self.integerWords(min(count, Amount.maximumYuan), liang: true)
+    }
+
     /// A digit counting 角 or 分.
     private static func unitDigit(_ digit: Int, liang: Bool) -> String {
         liang && digit == 2 ? "两" : digitWords[digit]

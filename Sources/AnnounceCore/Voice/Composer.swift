@@ -58,6 +58,8 @@ public enum Utterance: Sendable, Equatable, Codable {
     case prompt(name: String)
     /// Free text (an operator message), synthesised at run time in the pack's language.
     case text(String)
+    /// The day's total (`today`): the payments heard and their sum, and the refunds.
+    case summary(DayTotals)
 }
 
 /// Turns an utterance into tokens with a voice pack's templates and the reader for its language.
@@ -129,7 +131,40 @@ public struct Composer: Sendable {
             return try compose(prompt: name)
         case .text(let text):
             return try compose(text: text)
+        case .summary(let totals):
+            return try compose(summary: totals, options: options)
         }
+    }
+
+    /// The day's total with the pack's summary templates: the payments part (or `none` when there were none),
+    /// then the refunds part if there were refunds. Counts and sums are read by the pack's amount reader, sums
+    /// in the reading style of `options` (or the reader's own).
+    public func compose(
+        summary totals: DayTotals, options: ReadingOptions? = nil
+    ) throws(AnnounceError) -> Announcement {
+        guard let templates = manifest.summary else {
+            throw AnnounceError(
+                .notFound, "the voice pack \(manifest.name) has no summary templates; it cannot say the day's total")
+        }
+        let options = options ?? ReadingOptions(style: reader.defaultStyle)
+        func fill(_ template: [String], _ tally: DayTotals.Tally) throws(AnnounceError) -> [String] {
+            let sum: Amount
+            do { sum = try Amount(fen: tally.fen) } catch {
+                throw AnnounceError(.invalidAmount, "the day's total cannot be read: \(error.description)")
+            }
+            var tokens: [String] = []
+            for token in template {
+                switch token {
+                case VoicePackManifest.countPlaceholder: tokens += reader.words(forCount: Int64(tally.count))
+                case VoicePackManifest.amountPlaceholder: tokens += reader.words(for: sum, options: options)
+                default: tokens.append(token)
+                }
+            }
+            return tokens
+        }
+        var tokens = totals.payments.count > 0 ? try fill(templates.payments, totals.payments) : templates.none
+        if totals.refunds.count > 0 { tokens += try fill(templates.refunds, totals.refunds) }
+        return announcement(tokens)
     }
 
     /// Free text, to be synthesised when it plays. Refuses empty text, control characters and text longer

@@ -17,6 +17,21 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
         }
     }
 
+    /// How the day's total is said (`announce-ctl today --say`): three token lists, `payments` and `refunds` with one
+    /// `{count}` and one `{amount}` each (今日收款 {count} 笔，共 {amount}), and `none` for a day without payments
+    /// (今日暂无收款). The refunds part follows the payments part (or `none`) when there were refunds.
+    public struct SummaryTemplates: Codable, Sendable, Equatable {
+        public var payments: [String]
+        public var refunds: [String]
+        public var none: [String]
+
+        public init(payments: [String], refunds: [String], none: [String]) {
+            self.payments = payments
+            self.refunds = refunds
+            self.none = none
+        }
+    }
+
     /// How clips are prepared when the pack is loaded (all optional in the manifest; see ``ClipSettings``).
     public var processing: ClipSettings?
     /// The espeak-ng voice that speaks free text for this pack (optional; see ``SpeechSettings``).
@@ -25,6 +40,8 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
     public static let supportedFormat = 1
     /// The placeholder in a template that the amount's words replace.
     public static let amountPlaceholder = "{amount}"
+    /// The placeholder in a summary template that the count's words replace.
+    public static let countPlaceholder = "{count}"
 
     public var format: Int
     public var name: String
@@ -42,6 +59,8 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
     public var templates: [String: [String]]
     /// Status prompt name ("network_lost", …) → tokens.
     public var prompts: [String: [String]]?
+    /// The day's total (optional: a pack without it cannot speak `today`).
+    public var summary: SummaryTemplates?
     /// Played when an announcement cannot be built from clips.
     public var chime: String?
     /// Where the clips come from (tool versions, recording studio …); informational.
@@ -51,7 +70,8 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
         format: Int = VoicePackManifest.supportedFormat, name: String, language: String, sampleRate: Int,
         gapMs: Int = 20, separator: String = "", currency: CurrencyWords? = nil, clips: [String: String],
         variants: [Variant]? = nil, templates: [String: [String]], prompts: [String: [String]]? = nil,
-        chime: String? = nil, source: String? = nil, processing: ClipSettings? = nil, speech: SpeechSettings? = nil
+        chime: String? = nil, source: String? = nil, processing: ClipSettings? = nil, speech: SpeechSettings? = nil,
+        summary: SummaryTemplates? = nil
     ) {
         self.format = format
         self.name = name
@@ -68,6 +88,7 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
         self.source = source
         self.processing = processing
         self.speech = speech
+        self.summary = summary
     }
 
     /// The clip preparation settings, defaults filled in.
@@ -101,6 +122,21 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
             }
             for token in tokens where token != Self.amountPlaceholder && clips[token] == nil {
                 problems.append("template \"\(name)\" uses token \"\(token)\" that has no clip")
+            }
+        }
+        if let summary {
+            for (name, tokens, placeholders) in [
+                ("payments", summary.payments, 1), ("refunds", summary.refunds, 1), ("none", summary.none, 0),
+            ] {
+                for placeholder in [Self.countPlaceholder, Self.amountPlaceholder]
+                where tokens.filter({ $0 == placeholder }).count != placeholders {
+                    problems.append("summary \"\(name)\" must have \(placeholders) \(placeholder) placeholder(s)")
+                }
+                if tokens.isEmpty { problems.append("summary \"\(name)\" has no tokens") }
+                for token in tokens
+                where token != Self.amountPlaceholder && token != Self.countPlaceholder && clips[token] == nil {
+                    problems.append("summary \"\(name)\" uses token \"\(token)\" that has no clip")
+                }
             }
         }
         for (name, tokens) in (prompts ?? [:]).sorted(by: { $0.key < $1.key }) where tokens.isEmpty {

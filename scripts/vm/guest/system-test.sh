@@ -14,7 +14,7 @@ set -uo pipefail
 SRC="$1"
 OUT="$2"
 FACTS="$OUT/facts"
-STEPS=(install activation confinement access push reload volume_threshold duck watchdog kill_mid_alert
+STEPS=(install activation confinement access push reload volume_threshold duck keys today watchdog kill_mid_alert
     stop_and_reactivate)
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
 
@@ -268,6 +268,163 @@ step_duck() {
     wait "$music" 2>/dev/null
     capture_stop
     render expected 98765.43
+}
+
+# The daemon answers, nothing plays or waits, and no alert holds the volume raised: the burst is over.
+settled() {
+    local status
+    status=$(announce-ctl status --json 2>/dev/null) || return 1
+    [[ "$status" == *'"waiting":0'* && "$status" != *'"playing":'* && "$status" != *'"raised":true'* ]]
+}
+# journal_count TEXT: lines of the daemon's journal (this boot) containing TEXT.
+journal_count() { journalctl -b -u announced.service --no-pager -o cat | grep -c -- "$1"; }
+# wait_slowly SECONDS COMMAND…: as wait_until, every 0.5 s — for checks that run journalctl, which costs the emulated
+# CPU enough to hold the daemon's audio thread up if it ran five times a second while an announcement plays.
+wait_slowly() {
+    local limit="$1"
+    shift
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        ((SECONDS >= deadline)) && return 1
+        sleep 0.5
+    done
+}
+# Key actions since note_keys, from the journal after the cursor it noted (only the new lines are read).
+note_keys() {
+    keys_cursor=$(journalctl -u announced.service -n 1 --show-cursor --no-pager -o cat | sed -n 's/^-- cursor: //p')
+}
+new_count() { journalctl -u announced.service --after-cursor="$keys_cursor" --no-pager -o cat | grep -c -- "$1"; }
+more_keys() { (( $(new_count "key action") >= $1 )); }
+# Every key action the reader passed on since note_keys is done (its job queued), and the jobs have played.
+keys_done() { (( $(new_count "key action") == $(new_count "key done") )) && settled; }
+# after_keys MORE: waits until MORE key actions came since note_keys and are done.
+after_keys() {
+    wait_slowly 30 more_keys "$1" || echo "   fewer than $1 key actions"
+    wait_slowly 90 keys_done || echo "   key actions not done"
+}
+# key NODE CODE VALUE: one key event on the virtual keypad, as the kernel would get it from a USB keypad.
+key() { evemu-event "$1" --type EV_KEY --code "$2" --value "$3" --sync; }
+tap() { key "$1" "$2" 1 && key "$1" "$2" 0; }
+# keypad NAME FILE: plugs in a uinput device made from an evemu description; prints its /dev/input/eventN.
+keypad() {
+    local file="$FACTS/$step/$1.device"
+    evemu-device "$2" > "$file" 2>&1 &
+    echo $! > "$FACTS/$step/$1.pid"
+    found() { grep -q '/dev/input/event' "$file"; }
+    wait_until 20 found || { echo "   $1: no device node" >&2; return 1; }
+    grep -o '/dev/input/event[0-9]*' "$file" | head -n 1
+}
+
+step_keys() {
+    # The speaker's keys, as an installer enables them (docs/deployment.md): the drop-in that gives the daemon
+    # group input, and [keys] enabled. The devices named: the keypad by its name, and — bad input that must only
+    # be logged — a mouse (no key of ours) and a by-id path that does not exist.
+    fact uinput "$(ls -l /dev/uinput 2>&1)"
+    install -D -m 0644 /usr/share/doc/announce/examples/announced-keys.conf \
+        /etc/systemd/system/announced.service.d/keys.conf
+    sed -i -e 's/^enabled = false/enabled = true/' \
+        -e 's|^devices = \[\]|devices = ["name:Announce Test Keypad", "name:Announce Test Mouse", "/dev/input/by-id/usb-missing-keypad-event-kbd"]|' \
+        /etc/announce/announced.toml
+    record keys_config grep -A4 '^\[keys\]' /etc/announce/announced.toml
+    record daemon_reload systemctl daemon-reload
+    record restart systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+    fact daemon_groups "$(ps -o supgrp= -p "$(main_pid)" | xargs)"
+    local mouse node
+    mouse=$(keypad mouse "$SRC/scripts/vm/guest/mouse.evemu")
+    node=$(keypad keypad "$SRC/scripts/vm/guest/keypad.evemu")
+    fact keypad_node "$node"
+    fact mouse_node "$mouse"
+    opened() { (( $(journal_count "input device opened") >= $1 )); }
+    wait_slowly 30 opened 1 || echo "   the keypad was not opened"
+    refused() { (( $(journal_count "has none of the configured keys") >= 1 )); }
+    wait_slowly 30 refused || echo "   the mouse was not refused"
+
+    # An everyday level of 70 %, then volume up: 80 %, and 音量八 heard.
+    record level_70 announce-ctl volume --level 70
+    wait_until 30 settled
+    mixer master_70 Master
+    capture_start up
+    note_keys
+    tap "$node" KEY_VOLUMEUP
+    after_keys 1
+    capture_stop
+    mixer master_up Master
+    record volume_up announce-ctl volume
+
+    # Held down for 1.4 s: a step at once, then one every repeat_interval — not the kernel's 30 a second.
+    note_keys
+    key "$node" KEY_VOLUMEDOWN 1
+    sleep 1.4  # the owner holding the key down: this is the input, not a wait for the daemon
+    key "$node" KEY_VOLUMEDOWN 0
+    after_keys 1
+    fact held_steps "$(new_count "key action")"
+    mixer master_held Master
+    record volume_held announce-ctl volume
+
+    # Mute: docs/asound.conf's Master (a softvol) has no switch, so the volume goes to its minimum, and a payment is
+    # not played (mute policy respect); again: the level it had, and 已取消静音.
+    note_keys
+    tap "$node" KEY_MUTE
+    after_keys 1
+    mixer master_muted Master
+    record volume_muted announce-ctl volume
+    record say_muted announce-ctl say --wait 1.00
+    capture_start unmuted
+    note_keys
+    tap "$node" KEY_MUTE
+    after_keys 1
+    capture_stop
+    mixer master_unmuted Master
+
+    # A short press of play/pause: the last payment again.
+    record say_paid announce-ctl say --wait 6.60
+    capture_start replay
+    note_keys
+    tap "$node" KEY_PLAYPAUSE
+    after_keys 1
+    capture_stop
+    record replay_history announce-ctl history --json -n 2
+
+    # Unplugged, and plugged in again (a new device node): used again at once.
+    kill "$(cat "$FACTS/$step/keypad.pid")"
+    gone() { (( $(journal_count "input device gone") >= 1 )); }
+    wait_slowly 30 gone || echo "   the unplugged keypad was not noticed"
+    node=$(keypad keypad2 "$SRC/scripts/vm/guest/keypad.evemu")
+    fact keypad2_node "$node"
+    wait_slowly 30 opened 2 || echo "   the keypad plugged in again was not opened"
+    mixer master_before_replug Master
+    note_keys
+    tap "$node" KEY_VOLUMEUP
+    after_keys 1
+    mixer master_after_replug Master
+    fact opened_count "$(journal_count "input device opened")"
+    fact gone_count "$(journal_count "input device gone")"
+    journalctl -b -u announced.service --no-pager -o cat | grep -i -e 'input' -e 'key' > "$FACTS/$step/journal"
+    fact service "$(systemctl is-active announced.service)"
+    fact restarts "$(restarts)"
+    record ping announce-ctl ping
+    echo "$node" > "$FACTS/$step/node"
+}
+
+step_today() {
+    # A long press of play/pause on the keypad plugged in again in step_keys: the day's total, heard.
+    local node
+    node=$(cat "$FACTS/keys/node")
+    record today_before announce-ctl today --json
+    capture_start total
+    note_keys
+    key "$node" KEY_PLAYPAUSE 1
+    sleep 2.5  # held longer than keys.long_press (1.5 s): the input
+    key "$node" KEY_PLAYPAUSE 0
+    after_keys 1
+    capture_stop
+    fact actions "$(new_count "key action")"
+    record history announce-ctl history --json -n 3
+    record today_printed announce-ctl today
+    # For the steps after: the everyday level back to full, the keypads unplugged.
+    announce-ctl volume --level 100 > /dev/null
+    for pid in "$FACTS"/keys/*.pid; do kill "$(cat "$pid")" 2>/dev/null; done
 }
 
 step_watchdog() {
