@@ -1,5 +1,7 @@
 import AnnounceCore
 import AnnounceSystemd
+import AnnounceTestSupport
+import Foundation
 import Logging
 import Testing
 
@@ -60,8 +62,13 @@ struct LogHandlerTests {
         #expect(plain.contains { $0 == ("PRIORITY", "4") })
     }
 
-    /// The ids are documented (docs/deployment.md) and must never change or repeat.
-    @Test func everyEventKindHasItsOwnStableMessageID() {
+    /// The ids are documented (docs/configuration.md, "Logs and metrics": one row per event) and must never change or
+    /// repeat.
+    @Test func everyEventKindHasItsOwnStableMessageID() throws {
+        let docs = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
+        for kind in EventKind.allCases {
+            #expect(docs.contains("| `\(kind.rawValue)`") && docs.contains("| `\(kind.messageID)` |"), "\(kind) undocumented")
+        }
         let ids = EventKind.allCases.map(\.messageID)
         #expect(Set(ids).count == ids.count)
         for id in ids {

@@ -94,6 +94,13 @@ extension DaemonIntegration {
                 #expect((HTTP.sample("announce_audio_pcm_opens_total", in: metrics) ?? 0) >= 1)
                 #expect(metrics.contains("announce_build_info{version=\""), "\(metrics)")
                 #expect(metrics.contains("# HELP announce_payments_total "))
+                // docs/configuration.md lists every metric served.
+                let docs = try String(contentsOfFile: "\(Paths.root)/docs/configuration.md", encoding: .utf8)
+                let served = metrics.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map {
+                    $0.split(separator: " ")[2]
+                }
+                #expect(served.count >= 20, "\(served)")
+                for name in served { #expect(docs.contains("| `\(name)` |"), "\(name) is not in docs/configuration.md") }
                 let status = try await daemon.ctl(["status"])
                 #expect(status.stdout.contains("metrics:  http://127.0.0.1:"), "\(status)")
             }
