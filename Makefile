@@ -61,6 +61,7 @@ INSTALL ?= install
 all: build
 
 build:
+	scripts/build-info.sh
 	$(SWIFT) build $(SWIFT_FLAGS) --product $(EXECUTABLE)
 	scripts/program-links.sh $(BUILD_DIR)
 

@@ -23,6 +23,7 @@ stage() {  # prints how long the previous stage took, then the next stage's name
 scripts/setup.sh
 stage "building"
 
+scripts/build-info.sh  # the commit --version, status and the metrics report
 swift build --build-tests
 export ANNOUNCE_BIN_DIR
 ANNOUNCE_BIN_DIR=$(swift build --show-bin-path)
