@@ -33,7 +33,16 @@ SWIFT ?= swift
 # The Swift runtime and Foundation linked in: a terminal has no Swift toolchain to provide them, and a process
 # that need not load and bind ~20 Swift shared libraries starts in about 40 % less time — which every
 # `announce-ctl say` pays (docs/benchmarks.md). SWIFT_FLAGS="-c release" builds against the toolchain's libraries.
-SWIFT_FLAGS ?= -c release --static-swift-stdlib
+#
+# Without full Foundation: no module links it or its ICU (46 MB), yet swift-crypto 3 and TOMLKit import Foundation,
+# so their objects ask the linker for libFoundation.a, libCoreFoundation.a, lib_FoundationICU.a and
+# libFoundationInternationalization.a; the driver always lists libFoundation.a before libFoundationEssentials.a,
+# and a generic specialisation that both define (79 of them) is then taken from libFoundation.a, which brings the
+# rest. These flags keep those four libraries off the link; if anything ever needs full Foundation, the link
+# fails naming the symbol (docs/benchmarks.md, "Size").
+WITHOUT_FULL_FOUNDATION := $(foreach library,Foundation CoreFoundation _FoundationICU FoundationInternationalization,\
+    -Xswiftc -Xfrontend -Xswiftc -disable-autolink-library -Xswiftc -Xfrontend -Xswiftc $(library))
+SWIFT_FLAGS ?= -c release --static-swift-stdlib $(WITHOUT_FULL_FOUNDATION)
 # Where the executable to install is (the output of `make`, or another build such as the VM's static one).
 BUILD_DIR ?= .build/release
 # One executable; the programs are links to it, and it runs the one it is called by (Sources/announce).

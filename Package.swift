@@ -15,7 +15,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -60,6 +59,11 @@ let package = Package(
         ),
         // Linux input events (evdev), inotify, eventfd: includes and ioctl trampolines for the hardware keys.
         .systemLibrary(name: "CInput", path: "Sources/CInput"),
+        .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .systemLibrary(
             name: "CMosquitto",
             path: "Sources/CMosquitto",
@@ -115,10 +119,11 @@ let package = Package(
             name: "AnnounceInput",
             dependencies: ["CInput", .product(name: "Logging", package: "swift-log")]
         ),
-        // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (GRDB).
+        // The journal: accepted jobs, their outcomes and the de-duplication window in SQLite (libsqlite3, through
+        // a small layer of its own: SQLite.swift). The only target that touches CSQLite.
         .target(
             name: "AnnounceJournal",
-            dependencies: ["AnnounceCore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["AnnounceCore", "CSQLite", "CLazyLibraries"]
         ),
         // The daemon: socket server, peer authentication, configuration, player thread, wiring.
         .target(
@@ -186,7 +191,8 @@ let package = Package(
         // lld for packed relative relocations (DT_RELR, glibc ≥ 2.36: a 2.6 MB table becomes 20 kB), and without
         // exporting its symbols (the Swift runtime's static link exports them all: 27,000 dynamic symbols that
         // every process start searched). docs/benchmarks.md, "Start-up". Release builds only: the sanitizer builds
-        // (debug) keep the toolchain's link, which their runtimes are made for.
+        // (debug) keep the toolchain's link, which their runtimes are made for. `make` also keeps full Foundation and
+        // ICU off the link, which a manifest cannot do for its dependencies (Makefile, WITHOUT_FULL_FOUNDATION).
         .executableTarget(
             name: "announce",
             dependencies: ["AnnounceCore", "AnnounceVersion", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
@@ -213,9 +219,7 @@ let package = Package(
             dependencies: [
                 "AnnounceCtlApp", "AnnounceCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .testTarget(
-            name: "AnnounceJournalTests",
-            dependencies: ["AnnounceJournal", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "AnnounceJournalTests", dependencies: ["AnnounceJournal"]),
         .testTarget(
             name: "AnnounceInputTests",
             dependencies: ["AnnounceInput", "CInput", .product(name: "Logging", package: "swift-log")]
@@ -251,7 +255,11 @@ let package = Package(
         .testTarget(name: "AnnounceMQTTTests", dependencies: ["AnnounceMQTT", "AnnounceTestSupport"]),
         .testTarget(
             name: "AnnouncePushTests",
-            dependencies: ["AnnouncePush", "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceTestSupport"]
+            dependencies: [
+                "AnnouncePush", "AnnounceMQTT", "AnnounceCore", "AnnounceClient", "AnnounceSound",
+                "AnnounceTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // The deployed system: unit files, make install, and the VM with a real kernel, ALSA and systemd.
         // Run after the others (scripts/test.sh): it boots a VM and takes a few minutes.

@@ -51,10 +51,9 @@ done
 if [[ -n "${ANNOUNCE_BIN_DIR:-}" ]]; then  # binaries built elsewhere (say so in the results)
     bin="$ANNOUNCE_BIN_DIR"
 else
-    echo "bench: release build, as \`make\` builds it (static Swift stdlib)" >&2
-    swift build -c release --static-swift-stdlib >&2
+    echo "bench: release build by \`make\` (static Swift stdlib, without full Foundation)" >&2
+    make build >&2  # also makes announced, announce-ctl: links to the one executable, as installed
     bin=$(swift build -c release --show-bin-path)
-    scripts/program-links.sh "$bin"  # announced, announce-ctl: links to the one executable, as installed
 fi
 probe="python3 $PWD/scripts/bench-probe.py"
 export ANNOUNCE_VOICES="$PWD/out/voices"

@@ -23,7 +23,7 @@ PACKAGES=(
     espeak-ng           # synthesising the default voice packs
     sox                 # trimming/normalising clips in the voice pack builder
     jq                  # writing voice pack manifests
-    libsqlite3-dev      # the journal: GRDB links the system SQLite
+    libsqlite3-dev      # CSQLite: the journal (loaded on first use, like the other C libraries)
     libsystemd-dev      # CSystemd: sd_notify (ready, status, watchdog) and socket activation
     systemd             # systemd-analyze (unit checks), systemd-socket-activate (socket activation tests)
     qemu-system-x86     # the system-test VM (scripts/vm/run.sh): real kernel, ALSA drivers, systemd

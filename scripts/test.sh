@@ -20,25 +20,47 @@ stage() {  # prints how long the previous stage took, then the next stage's name
     stage_started=$now
 }
 
+# A hung test must fail the run with its name, not eat CI's 90 minutes: every long step runs under `timeout`,
+# bounded by its own limit (several times its usual length: docs/benchmarks.md, "CI stages") and by what is
+# left of ANNOUNCE_TEST_BUDGET_MINUTES (default 80) for the whole run.
+run_started=$(date +%s)
+budget_seconds=$(( ${ANNOUNCE_TEST_BUDGET_MINUTES:-80} * 60 ))
+bounded() {  # bounded MINUTES COMMAND...: runs COMMAND for at most MINUTES (and never past the run's budget)
+    local limit=$(( $1 * 60 )) left status=0
+    shift
+    left=$(( run_started + budget_seconds - $(date +%s) ))
+    (( left < limit )) && limit=$left
+    if (( limit <= 0 )); then
+        echo "test: the run's budget of ${ANNOUNCE_TEST_BUDGET_MINUTES:-80} minutes is spent before: $*" >&2
+        exit 1
+    fi
+    timeout --kill-after=30 "$limit" "$@" || status=$?
+    if (( status == 124 || status == 137 )); then
+        echo "test: stopped after $limit s (a hang?): $*" >&2
+        pkill -f "$PWD/.build.*announcePackageTests.xctest" 2>/dev/null || true
+    fi
+    return "$status"
+}
+
 scripts/setup.sh
 stage "building"
 
 scripts/build-info.sh  # the commit --version, status and the metrics report
-swift build --build-tests
+bounded 30 swift build --build-tests
 export ANNOUNCE_BIN_DIR
 ANNOUNCE_BIN_DIR=$(swift build --show-bin-path)
 scripts/program-links.sh "$ANNOUNCE_BIN_DIR"  # the programs: links to the one executable, as installed
 export ANNOUNCE_VOICES="$PWD/out/voices"
 # Tests that play through a sound rig measure real-time audio: they run one at a time, after the rest, so that a
 # 2-core machine busy with voice-pack builds, TLS handshakes and parallel suites does not starve their audio.
-rig_tests='^IntegrationTests\.|^AnnounceALSATests\.|^AnnouncePushTests\.PushEndToEndTests'
+rig_tests='^IntegrationTests\.|^AnnounceALSATests\.|^AnnouncePushTests\.(PushEndToEndTests|PushFleetTests)'
 stage "host unit tests (in parallel)"
-swift test --skip-build --skip '^SystemTests\.' --skip "$rig_tests"
+bounded 10 swift test --skip-build --skip '^SystemTests\.' --skip "$rig_tests"
 stage "host integration tests on sound rigs (one at a time)"
-swift test --skip-build --no-parallel --filter "$rig_tests"
+bounded 30 swift test --skip-build --no-parallel --filter "$rig_tests"
 
 stage "fuzzing the request decoder and the amount parser (libFuzzer + ASan, scripts/fuzz.sh)"
-scripts/fuzz.sh "${ANNOUNCE_FUZZ_SECONDS:-30}"
+bounded 15 scripts/fuzz.sh "${ANNOUNCE_FUZZ_SECONDS:-30}"
 
 # Memory safety: the unit tests (the player on fake devices among them), and the integration tests that drive the
 # daemon hardest (a burst from many clients, hostile input, the protocol), with the test runner AND the daemon and
@@ -58,19 +80,19 @@ for sanitizer in ${ANNOUNCE_SANITIZERS-address thread}; do
         *) echo "test: unknown sanitizer $sanitizer" >&2; exit 64 ;;
     esac
     stage "building with --sanitize=$sanitizer"
-    swift build -c debug --build-tests "${flags[@]}"
+    bounded 25 swift build -c debug --build-tests "${flags[@]}"
     stage "tests under --sanitize=$sanitizer"
     # Leak checking is off: the Swift runtime's and Foundation's process-lifetime caches read as leaks.
     scripts/program-links.sh "$(swift build -c debug "${flags[@]}" --show-bin-path)"
     ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt" \
         ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
-        swift test --skip-build "${flags[@]}" --filter "$tests"
+        bounded 15 swift test --skip-build "${flags[@]}" --filter "$tests"
     if [[ "$sanitizer" == address ]]; then
         stage "the playback path on the sound rig under --sanitize=address (one at a time)"
         ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
             ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
-            swift test --skip-build "${flags[@]}" --no-parallel \
+            bounded 20 swift test --skip-build "${flags[@]}" --no-parallel \
             --filter '^AnnounceALSATests\.|^IntegrationTests\.DaemonIntegration/EndToEndTests/'
     fi
 done
@@ -78,5 +100,5 @@ done
 # The deployed system last, alone on the machine: unit files, then a VM with a real kernel, ALSA drivers and
 # systemd running the project's own install and units (scripts/vm/run.sh; docs/deployment.md).
 stage "system tests (unit files; VM: make install, activation, access, push, volume, duck, watchdog, kill)"
-swift test --skip-build --filter '^SystemTests\.'
+bounded 30 swift test --skip-build --filter '^SystemTests\.'
 stage "done"

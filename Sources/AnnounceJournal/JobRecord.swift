@@ -7,15 +7,10 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import GRDB
 
 /// One accepted job as the journal keeps it (table `job`): enough to speak it again after a restart
 /// (utterance, language, reading options), to answer `history`/`replay`/`duplicate`, and its outcome.
-public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
-    public static let databaseTableName = "job"
-    public static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
-    public static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
-
+public struct JobRecord: Codable, Sendable, Equatable {
     /// Assigned by SQLite on insert (AUTOINCREMENT: never reused, even after old rows are purged).
     public var id: Int64?
     public var priority: String
@@ -74,8 +69,6 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
         self.state = JobState.queued.rawValue
     }
 
-    public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
-
     public var jobID: UInt64 { UInt64(id ?? 0) }
     public var jobState: JobState { JobState(rawValue: state) ?? .failed }
     public var jobPriority: JobPriority { JobPriority(rawValue: priority) ?? .payment }
@@ -101,11 +94,7 @@ public struct JobRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
 
 /// One remembered order id (table `dedup`), of one kind of job: payments, prompts and texts each have their own
 /// order ids (``DedupWindow/Kind``).
-struct DedupRecord: Codable, FetchableRecord, PersistableRecord {
-    static let databaseTableName = "dedup"
-    static let databaseColumnDecodingStrategy = DatabaseColumnDecodingStrategy.convertFromSnakeCase
-    static let databaseColumnEncodingStrategy = DatabaseColumnEncodingStrategy.convertToSnakeCase
-
+struct DedupRecord {
     var kind: String
     var orderId: String
     var jobId: Int64
@@ -120,17 +109,46 @@ struct DedupRecord: Codable, FetchableRecord, PersistableRecord {
         acceptedAt = record.acceptedAt
     }
 
+    init(kind: String, orderId: String, jobId: Int64, acceptedAt: Int64) {
+        self.kind = kind
+        self.orderId = orderId
+        self.jobId = jobId
+        self.acceptedAt = acceptedAt
+    }
+
     var entry: DedupWindow.Entry {
         DedupWindow.Entry(
             order: orderId, kind: DedupWindow.Kind(rawValue: kind) ?? .payment, jobID: UInt64(jobId),
             acceptedAtMs: acceptedAt)
     }
 
+    /// Remembers the order id, replacing what was remembered for the same kind and order id.
+    func upsert(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.execute(
+            """
+            INSERT INTO dedup (kind, order_id, job_id, accepted_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (kind, order_id) DO UPDATE SET job_id = excluded.job_id, accepted_at = excluded.accepted_at
+            """,
+            kind, orderId, jobId, acceptedAt)
+    }
+
+    /// The order ids accepted at or after `sinceMs`, oldest first.
+    static func fetchAll(_ db: SQLiteConnection, sinceMs: Int64) throws(SQLiteError) -> [DedupRecord] {
+        try db.rows(
+            "SELECT kind, order_id, job_id, accepted_at FROM dedup WHERE accepted_at >= ? ORDER BY accepted_at",
+            arguments: [sinceMs]
+        ) { row in
+            DedupRecord(
+                kind: row.text(0) ?? "", orderId: row.text(1) ?? "", jobId: row.int64(2) ?? 0,
+                acceptedAt: row.int64(3) ?? 0)
+        }
+    }
+
     /// Schema v2: the kind joins the order id in the key. Rows from v1 get the kind of the job they point to (a
     /// payment if that job is gone: it keeps blocking what it blocked).
-    static func separateKinds(_ db: Database) throws {
-        try db.execute(
-            sql: """
+    static func separateKinds(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.executeScript(
+            """
                 CREATE TABLE dedup_v2 (
                     kind TEXT NOT NULL, order_id TEXT NOT NULL, job_id INTEGER NOT NULL, accepted_at INTEGER NOT NULL,
                     PRIMARY KEY (kind, order_id));
@@ -151,5 +169,66 @@ extension JobRecord {
     var dedupKind: DedupWindow.Kind {
         if amount != nil { return .payment }
         return prompt != nil ? .prompt : .text
+    }
+}
+
+// MARK: Rows
+
+extension JobRecord {
+    /// The columns of table `job`, in the order `init(row:)` reads them and `insert` writes them (after `id`).
+    static let columns = [
+        "id", "priority", "utterance", "lang", "style", "liang", "order_id", "text", "tokens", "amount", "channel",
+        "refund", "prompt", "replay_of", "accepted_at", "ttl_ms", "state", "started_at", "finished_at",
+        "first_sample_ms", "finished_ms", "error_code", "error_message", "attempts",
+    ]
+
+    /// A row of `SELECT <columns> FROM job`.
+    init(row: SQLiteRow) {
+        id = row.int64(0)
+        priority = row.text(1) ?? ""
+        utterance = row.text(2) ?? ""
+        lang = row.text(3)
+        style = row.text(4)
+        liang = row.bool(5)
+        orderId = row.text(6)
+        text = row.text(7) ?? ""
+        tokens = row.text(8) ?? ""
+        amount = row.text(9)
+        channel = row.text(10)
+        refund = row.bool(11)
+        prompt = row.text(12)
+        replayOf = row.int64(13)
+        acceptedAt = row.int64(14) ?? 0
+        ttlMs = row.int64(15)
+        state = row.text(16) ?? ""
+        startedAt = row.int64(17)
+        finishedAt = row.int64(18)
+        firstSampleMs = row.double(19)
+        finishedMs = row.double(20)
+        errorCode = row.text(21)
+        errorMessage = row.text(22)
+        attempts = row.int(23) ?? 0
+    }
+
+    private static let select = "SELECT \(columns.joined(separator: ", ")) FROM job WHERE "
+
+    /// The jobs matching `condition` (SQL after WHERE, ordering and limit included), with its `arguments`.
+    static func fetchAll(
+        _ db: SQLiteConnection, where condition: String, _ arguments: any SQLiteBindable...
+    ) throws(SQLiteError) -> [JobRecord] {
+        try db.rows(select + condition, arguments: arguments, read: JobRecord.init(row:))
+    }
+
+    private static let insertSQL =
+        "INSERT INTO job (\(columns.dropFirst().joined(separator: ", "))) VALUES ("
+        + Array(repeating: "?", count: columns.count - 1).joined(separator: ", ") + ")"
+
+    /// Inserts the record as a new row (its `id`, if any, is ignored) and sets `id` to the row's.
+    mutating func insert(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.execute(
+            Self.insertSQL, priority, utterance, lang, style, liang, orderId, text, tokens, amount, channel, refund,
+            prompt, replayOf, acceptedAt, ttlMs, state, startedAt, finishedAt, firstSampleMs, finishedMs, errorCode,
+            errorMessage, attempts)
+        id = db.lastInsertRowID
     }
 }

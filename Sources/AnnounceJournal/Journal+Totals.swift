@@ -1,5 +1,4 @@
 import AnnounceCore
-import GRDB
 
 /// Payment totals over the journal's whole life, for the metrics (`announce_payments_total`,
 /// `announce_payments_spoken_fen_total`): counted from the jobs it holds, plus what housekeeping purged, which
@@ -27,56 +26,55 @@ extension Journal {
 
     /// The totals now: the rows held plus those purged before.
     public func paymentTotals() throws(AnnounceError) -> PaymentTotals {
-        do {
-            return try pool.read { db in
-                var totals = PaymentTotals()
-                try Self.add(Row.fetchAll(db, sql: Self.paymentTotalsSQL + " GROUP BY state, refund"), to: &totals)
-                let purged = try Row.fetchAll(
-                    db, sql: "SELECT name, value FROM setting WHERE name LIKE ?", arguments: [Self.purgedPrefix + "%"])
-                for row in purged {
-                    let name: String = row["name"]
-                    let value = Int64(row["value"] as String) ?? 0
-                    switch name.dropFirst(Self.purgedPrefix.count) {
-                    case "fen.payment": totals.spokenFen += value
-                    case "fen.refund": totals.refundedFen += value
-                    case let key where key.hasPrefix("payments."):
-                        totals.byState[String(key.dropFirst("payments.".count)), default: 0] += Int(value)
-                    default: break
-                    }
+        try read("read its payment totals") { (db) throws(SQLiteError) -> PaymentTotals in
+            var totals = PaymentTotals()
+            try Self.add(db, Self.paymentTotalsSQL + " GROUP BY state, refund", arguments: [], to: &totals)
+            let purged = try db.rows(
+                "SELECT name, value FROM setting WHERE name LIKE ?", arguments: [Self.purgedPrefix + "%"]
+            ) { row in (row.text(0) ?? "", Int64(row.text(1) ?? "") ?? 0) }
+            for (name, value) in purged {
+                switch name.dropFirst(Self.purgedPrefix.count) {
+                case "fen.payment": totals.spokenFen += value
+                case "fen.refund": totals.refundedFen += value
+                case let key where key.hasPrefix("payments."):
+                    totals.byState[String(key.dropFirst("payments.".count)), default: 0] += Int(value)
+                default: break
                 }
-                return totals
             }
-        } catch {
-            throw AnnounceError(.journal, "the journal's payment totals could not be read", cause: "\(error)")
+            return totals
         }
     }
 
     /// Within `purge`'s transaction, before it deletes: adds the payments among the rows about to go to the
     /// `purged.*` settings. `condition` is the purge's own `WHERE` on `job`, with its arguments.
-    static func carryPaymentTotals(_ db: Database, condition: String, arguments: StatementArguments) throws {
+    static func carryPaymentTotals(
+        _ db: SQLiteConnection, condition: String, arguments: [any SQLiteBindable]
+    ) throws(SQLiteError) {
         var totals = PaymentTotals()
-        let sql = paymentTotalsSQL + " AND (\(condition)) GROUP BY state, refund"
-        try add(Row.fetchAll(db, sql: sql, arguments: arguments), to: &totals)
+        try add(db, paymentTotalsSQL + " AND (\(condition)) GROUP BY state, refund", arguments: arguments, to: &totals)
         var increments: [(String, Int64)] = totals.byState.map { ("payments.\($0.key)", Int64($0.value)) }
         increments += [("fen.payment", totals.spokenFen), ("fen.refund", totals.refundedFen)]
         for (name, amount) in increments where amount != 0 {
             try db.execute(
-                sql: """
-                    INSERT INTO setting (name, value) VALUES (?, ?)
-                    ON CONFLICT(name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)
-                    """,
-                arguments: [purgedPrefix + name, String(amount), amount])
+                """
+                INSERT INTO setting (name, value) VALUES (?, ?)
+                ON CONFLICT(name) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)
+                """,
+                purgedPrefix + name, String(amount), amount)
         }
     }
 
-    private static func add(_ rows: [Row], to totals: inout PaymentTotals) {
+    /// Adds the aggregate rows of `sql` (state, refund, n, fen) to `totals`.
+    private static func add(
+        _ db: SQLiteConnection, _ sql: String, arguments: [any SQLiteBindable], to totals: inout PaymentTotals
+    ) throws(SQLiteError) {
+        let rows = try db.rows(sql, arguments: arguments) { row in
+            (state: row.text(0) ?? "", refund: row.bool(1) ?? false, count: row.int(2) ?? 0, fen: row.int64(3) ?? 0)
+        }
         for row in rows {
-            let state: String = row["state"]
-            let count: Int = row["n"]
-            let fen: Int64 = row["fen"]
-            totals.byState[state, default: 0] += count
-            if state == JobState.spoken.rawValue {
-                if (row["refund"] as Int) != 0 { totals.refundedFen += fen } else { totals.spokenFen += fen }
+            totals.byState[row.state, default: 0] += row.count
+            if row.state == JobState.spoken.rawValue {
+                if row.refund { totals.refundedFen += row.fen } else { totals.spokenFen += row.fen }
             }
         }
     }

@@ -4,15 +4,14 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import GRDB
 import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The daemon's durable memory, one SQLite file through GRDB: every accepted job with its outcome, the
-/// order ids of the de-duplication window, and a few settings.
+/// The daemon's durable memory, one SQLite file (libsqlite3 through SQLite.swift): every accepted job with its
+/// outcome, the order ids of the de-duplication window, and a few settings.
 ///
 /// Durability: WAL journal mode with `synchronous = FULL`, so a transaction that returned is on disk (the WAL
 /// is fsynced at every commit) and survives a crash or a power loss. Every write here is synchronous; the
@@ -24,17 +23,24 @@ import Glibc
 ///
 /// One daemon per journal: `open` takes an exclusive `flock` on `<path>.lock` and refuses if another process
 /// holds it (the kernel releases it when the holder dies, even by SIGKILL).
+///
+/// One connection, for reads and writes alike, used by one thread at a time (the daemon calls from a few): every
+/// call takes the lock, so writes are serialised and a read sees every write that returned. Its prepared
+/// statements are cached. Another process holding SQLite's own lock (a `sqlite3` shell, a backup) is waited for
+/// up to `busyTimeoutMs`.
 public final class Journal: Sendable {
     public let path: String
     /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
     public let recoveredFromCorruption: String?
-    let pool: DatabasePool
+    private let connection: Mutex<SQLiteConnection>
     private let lockDescriptor: Int32
     /// The reserve file's path, and whether the reserve is in place (false: spent on a full disk).
     private let reservePath: String
     private let reserveHeld = Mutex(false)
     /// Bytes kept in reserve: room for the outcomes of a few hundred jobs.
     public static let reserveBytes = 256 * 1024
+    /// How long a statement waits for a lock another connection holds before it fails (SQLITE_BUSY).
+    static let busyTimeoutMs: Int32 = 5_000
 
     /// Opens (creating if needed) the journal at `path` and brings its schema up to date.
     public init(path: String) throws(AnnounceError) {
@@ -57,19 +63,13 @@ public final class Journal: Sendable {
                 .journal, "the journal \(path) is in use by another announced (one daemon per state folder)",
                 cause: reason)
         }
-        var configuration = Configuration()
-        configuration.label = "announce.journal"
         do {
             // A damaged file is moved aside and an empty journal started (JournalCorruption.swift).
-            (pool, recoveredFromCorruption) = try Self.openingAsideIfCorrupt(path: path) {
-                let pool = try DatabasePool(path: path, configuration: configuration)
-                // Every commit reaches the disk before it returns: an accepted job survives a power loss. Set on the
-                // writer connection after GRDB's WAL setup, which chooses NORMAL (durable against a crash of the
-                // process, not of the machine).
-                try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-                try Self.migrator.migrate(pool)
-                return pool
+            let (opened, evidence) = try Self.openingAsideIfCorrupt(path: path) { () throws(SQLiteError) in
+                try Self.openForWriting(path: path)
             }
+            connection = Mutex(opened)
+            recoveredFromCorruption = evidence
         } catch let error as AnnounceError {
             close(lockDescriptor)
             throw error
@@ -81,63 +81,61 @@ public final class Journal: Sendable {
     }
 
     deinit {
-        try? pool.close()
+        // Closed (and checkpointed) before the lock is released: the next daemon finds it complete.
+        connection.withLock { $0.close() }
         close(lockDescriptor)
     }
 
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.create(table: "job") { t in
-                t.autoIncrementedPrimaryKey("id")
-                t.column("priority", .text).notNull()
-                t.column("utterance", .text).notNull()
-                t.column("lang", .text)
-                t.column("style", .text)
-                t.column("liang", .boolean)
-                t.column("order_id", .text)
-                t.column("text", .text).notNull()
-                t.column("tokens", .text).notNull()
-                t.column("amount", .text)
-                t.column("channel", .text)
-                t.column("refund", .boolean)
-                t.column("prompt", .text)
-                t.column("replay_of", .integer)
-                t.column("accepted_at", .integer).notNull()
-                t.column("ttl_ms", .integer)
-                t.column("state", .text).notNull()
-                t.column("started_at", .integer)
-                t.column("finished_at", .integer)
-                t.column("first_sample_ms", .double)
-                t.column("finished_ms", .double)
-                t.column("error_code", .text)
-                t.column("error_message", .text)
-            }
-            try db.create(
-                index: "job_unfinished", on: "job", columns: ["state"],
-                condition: Column("state") == "queued" || Column("state") == "playing")
-            try db.create(table: "dedup") { t in
-                t.primaryKey("order_id", .text)
-                t.column("job_id", .integer).notNull()
-                t.column("accepted_at", .integer).notNull()
-            }
-            try db.create(index: "dedup_accepted_at", on: "dedup", columns: ["accepted_at"])
-            try db.create(table: "setting") { t in
-                t.primaryKey("name", .text)
-                t.column("value", .text).notNull()
-            }
+    /// The connection the journal writes and reads with: WAL, every commit fsynced, the schema brought up to date.
+    static func openForWriting(path: String) throws(SQLiteError) -> SQLiteConnection {
+        let connection = try SQLiteConnection(path: path, busyTimeoutMs: busyTimeoutMs)
+        // Readers never block the writer nor the writer them, and a commit is one append to the -wal.
+        let mode = try connection.firstRow("PRAGMA journal_mode = WAL") { $0.text(0) } ?? nil
+        guard mode == "wal" else {
+            throw SQLiteError(
+                function: "PRAGMA journal_mode", message: "WAL refused, the mode is \(mode ?? "unknown")",
+                sql: "PRAGMA journal_mode = WAL")
         }
-        migrator.registerMigration("v2: order ids per kind of job") { db in try DedupRecord.separateKinds(db) }
-        migrator.registerMigration("v2-attempts") { db in
-            // How many times playback of the job began: more than one means it was played again from its start
-            // (after a device failure, or because the daemon stopped before its end was heard).
-            try db.alter(table: "job") { t in t.add(column: "attempts", .integer).notNull().defaults(to: 0) }
-        }
-        return migrator
+        // Every commit reaches the disk before it returns: an accepted job survives a power loss (NORMAL, the
+        // usual choice with WAL, is durable against a crash of the process only, not of the machine).
+        try connection.execute("PRAGMA synchronous = FULL")
+        try JournalSchema.migrate(connection)
+        return connection
     }
 
-    private func failure(_ what: String, _ error: any Error) -> AnnounceError {
+    private func failure(_ what: String, _ error: SQLiteError) -> AnnounceError {
         AnnounceError(.journal, "the journal could not \(what)", cause: "\(error)")
+    }
+
+    /// Runs `body` with the connection, the lock held.
+    private func withConnection<T: Sendable>(
+        _ body: (SQLiteConnection) throws(SQLiteError) -> T
+    ) throws(SQLiteError) -> T {
+        try connection.withLock { (db) throws(SQLiteError) -> T in try body(db) }
+    }
+
+    /// A read, the lock held.
+    func read<T: Sendable>(
+        _ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> T
+    ) throws(AnnounceError) -> T {
+        do {
+            return try withConnection(body)
+        } catch {
+            throw failure(what, error)
+        }
+    }
+
+    /// Runs `body` in one transaction, the lock held: all of it is on disk when this returns, or none of it.
+    func write<T: Sendable>(
+        _ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> T
+    ) throws(AnnounceError) -> T {
+        do {
+            return try withConnection { (db) throws(SQLiteError) -> T in
+                try db.transaction { () throws(SQLiteError) -> T in try body(db) }
+            }
+        } catch {
+            throw failure(what, error)
+        }
     }
 
     // MARK: Accepting
@@ -152,13 +150,15 @@ public final class Journal: Sendable {
                     + "(the jobs already accepted are still recorded)")
         }
         do {
-            return try pool.write { db in
-                var record = record
-                try record.insert(db)
-                try DedupRecord(record)?.upsert(db)
-                return record
+            return try withConnection { (db) throws(SQLiteError) -> JobRecord in
+                try db.transaction { () throws(SQLiteError) -> JobRecord in
+                    var record = record
+                    try record.insert(db)
+                    try DedupRecord(record)?.upsert(db)
+                    return record
+                }
             }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
+        } catch let error where error.isDiskFull {
             throw AnnounceError(
                 .journal,
                 "the disk holding the journal \(path) is full: the job was not taken; free space and send it again",
@@ -211,7 +211,7 @@ public final class Journal: Sendable {
     /// the write tried once more, so that what was accepted can still be recorded.
     public func record(_ changes: [Change]) throws(AnnounceError) {
         guard !changes.isEmpty else { return }
-        try writeUsingReserve("record the jobs' progress") { db in
+        try writeUsingReserve("record the jobs' progress") { (db) throws(SQLiteError) in
             for change in changes { try Self.apply(change, db) }
         }
     }
@@ -221,27 +221,25 @@ public final class Journal: Sendable {
         try record(outcomes.map(Change.finished))
     }
 
-    private static func apply(_ change: Change, _ db: Database) throws {
+    private static func apply(_ change: Change, _ db: SQLiteConnection) throws(SQLiteError) {
         switch change {
         case let .started(id, atMs, attempt):
             try db.execute(
-                sql: """
-                    UPDATE job SET state = 'playing', started_at = COALESCE(started_at, ?), attempts = ?
-                    WHERE id = ? AND state IN ('queued', 'playing')
-                    """,
-                arguments: [atMs, attempt, Int64(id)])
+                """
+                UPDATE job SET state = 'playing', started_at = COALESCE(started_at, ?), attempts = ?
+                WHERE id = ? AND state IN ('queued', 'playing')
+                """,
+                atMs, attempt, Int64(id))
         case let .finished(outcome):
             try db.execute(
-                sql: """
-                    UPDATE job SET state = ?, finished_at = ?, first_sample_ms = ?, finished_ms = ?,
-                        error_code = ?, error_message = ?, started_at = COALESCE(started_at, ?)
-                    WHERE id = ? AND state IN ('queued', 'playing')
-                    """,
-                arguments: [
-                    outcome.state.rawValue, outcome.atMs, outcome.firstSampleMs, outcome.finishedMs,
-                    outcome.error?.code.rawValue, outcome.error?.message,
-                    outcome.firstSampleMs == nil ? nil : outcome.atMs, Int64(outcome.id),
-                ])
+                """
+                UPDATE job SET state = ?, finished_at = ?, first_sample_ms = ?, finished_ms = ?,
+                    error_code = ?, error_message = ?, started_at = COALESCE(started_at, ?)
+                WHERE id = ? AND state IN ('queued', 'playing')
+                """,
+                outcome.state.rawValue, outcome.atMs, outcome.firstSampleMs, outcome.finishedMs,
+                outcome.error?.code.rawValue, outcome.error?.message,
+                outcome.firstSampleMs == nil ? nil : outcome.atMs, Int64(outcome.id))
         }
     }
 
@@ -285,16 +283,14 @@ public final class Journal: Sendable {
 
     /// A write; if it fails for lack of space, the reserve is released and it is tried once more.
     private func writeUsingReserve(
-        _ what: String, _ body: @escaping @Sendable (Database) throws -> Void
+        _ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> Void
     ) throws(AnnounceError) {
         do {
-            try pool.write { db in try body(db) }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && releaseReserve() {
-            do {
-                try pool.write { db in try body(db) }
-            } catch {
-                throw failure(what, error)
+            try withConnection { (db) throws(SQLiteError) in
+                try db.transaction { () throws(SQLiteError) in try body(db) }
             }
+        } catch let error where error.isDiskFull && releaseReserve() {
+            try write(what, body)
         } catch {
             throw failure(what, error)
         }
@@ -315,77 +311,64 @@ public final class Journal: Sendable {
     /// so every one not recorded as finished — waiting, or cut off while playing — is spoken again, in full
     /// (see docs/protocol.md, "Durability").
     public func recover(nowMs: Int64) throws(AnnounceError) -> Recovery {
-        do {
-            return try pool.read { db in
-                let pending = try JobRecord.filter(["queued", "playing"].contains(Column("state")))
-                    .order(Column("id")).fetchAll(db)
-                return Recovery(pending: pending, interrupted: pending.filter { $0.state == "playing" }.count)
-            }
-        } catch {
-            throw failure("be read at start", error)
+        try read("be read at start") { (db) throws(SQLiteError) in
+            let pending = try JobRecord.fetchAll(db, where: "state IN ('queued', 'playing') ORDER BY id")
+            return Recovery(pending: pending, interrupted: pending.filter { $0.state == "playing" }.count)
         }
     }
 
     /// The order ids accepted at or after `sinceMs`, for the de-duplication window.
     public func dedupEntries(sinceMs: Int64) throws(AnnounceError) -> [DedupWindow.Entry] {
-        do {
-            return try pool.read { db in
-                try DedupRecord.filter(Column("accepted_at") >= sinceMs).order(Column("accepted_at")).fetchAll(db)
-                    .map(\.entry)
-            }
-        } catch {
-            throw failure("read the de-duplication window", error)
+        try read("read the de-duplication window") { (db) throws(SQLiteError) in
+            try DedupRecord.fetchAll(db, sinceMs: sinceMs).map(\.entry)
         }
     }
 
     // MARK: Queries
 
     public func job(_ id: UInt64) throws(AnnounceError) -> JobRecord? {
-        do {
-            return try pool.read { db in try JobRecord.fetchOne(db, key: Int64(id)) }
-        } catch {
-            throw failure("be read", error)
-        }
+        try read("be read") { (db) throws(SQLiteError) in try JobRecord.fetchAll(db, where: "id = ?", Int64(id)).first }
     }
 
     /// The most recent jobs, newest first.
     public func history(limit: Int) throws(AnnounceError) -> [JobRecord] {
-        do {
-            return try pool.read { db in
-                try JobRecord.order(Column("id").desc).limit(limit).fetchAll(db)
-            }
-        } catch {
-            throw failure("be read", error)
+        try read("be read") { (db) throws(SQLiteError) in
+            try JobRecord.fetchAll(db, where: "1 ORDER BY id DESC LIMIT ?", limit)
+        }
+    }
+
+    /// The jobs with an id above `afterID` whose final state is recorded, lowest id first, at most `limit`: what a
+    /// `subscribe` with `since` replays.
+    public func finishedJobs(afterID: UInt64, limit: Int) throws(AnnounceError) -> [JobRecord] {
+        try read("be read") { (db) throws(SQLiteError) in
+            try JobRecord.fetchAll(
+                db, where: "id > ? AND state NOT IN ('queued', 'playing') ORDER BY id LIMIT ?",
+                Int64(clamping: afterID), limit)
         }
     }
 
     /// The most recently spoken payment (what `replay` repeats by default): a payment itself, never a replay of
     /// one — `replay` twice repeats the same payment, not the replay.
     public func lastSpokenPayment() throws(AnnounceError) -> JobRecord? {
-        do {
-            return try pool.read { db in
-                try JobRecord.filter(
-                    Column("state") == JobState.spoken.rawValue && Column("amount") != nil
-                        && Column("replay_of") == nil)
-                    .order(Column("finished_at").desc, Column("id").desc).fetchOne(db)
-            }
-        } catch {
-            throw failure("be read", error)
+        try read("be read") { (db) throws(SQLiteError) in
+            try JobRecord.fetchAll(
+                db,
+                where: "state = ? AND amount IS NOT NULL AND replay_of IS NULL ORDER BY finished_at DESC, id DESC LIMIT 1",
+                JobState.spoken.rawValue
+            ).first
         }
     }
 
     /// Counts of jobs per state (for tests and status).
     public func countByState() throws(AnnounceError) -> [String: Int] {
-        do {
-            return try pool.read { db in
-                var counts: [String: Int] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM job GROUP BY state") {
-                    counts[row["state"]] = row["n"]
-                }
-                return counts
+        try read("be read") { (db) throws(SQLiteError) in
+            var counts: [String: Int] = [:]
+            for (state, count) in try db.rows(
+                "SELECT state, COUNT(*) FROM job GROUP BY state", read: { ($0.text(0) ?? "", $0.int(1) ?? 0) })
+            {
+                counts[state] = count
             }
-        } catch {
-            throw failure("be read", error)
+            return counts
         }
     }
 
@@ -395,20 +378,14 @@ public final class Journal: Sendable {
     /// summed in integer fen, refunds apart; those not heard (failed, expired, cancelled, or still waiting)
     /// counted. Replays are repeats, not payments, and are left out, as are prompts, text and summaries.
     public func dayTotals(fromMs: Int64, toMs: Int64) throws(AnnounceError) -> DayTotals {
-        let rows: [(amount: String, refund: Bool, state: String)]
-        do {
-            rows = try pool.read { db in
-                try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT amount, refund, state FROM job
-                        WHERE accepted_at >= ? AND accepted_at < ? AND amount IS NOT NULL AND replay_of IS NULL
-                        """,
-                    arguments: [fromMs, toMs]
-                ).map { ($0["amount"], ($0["refund"] as Bool?) ?? false, $0["state"]) }
-            }
-        } catch {
-            throw failure("be read", error)
+        let rows = try read("be read") { (db) throws(SQLiteError) in
+            try db.rows(
+                """
+                SELECT amount, refund, state FROM job
+                WHERE accepted_at >= ? AND accepted_at < ? AND amount IS NOT NULL AND replay_of IS NULL
+                """,
+                arguments: [fromMs, toMs]
+            ) { row in (amount: row.text(0) ?? "", refund: row.bool(1) ?? false, state: row.text(2) ?? "") }
         }
         var totals = DayTotals()
         for row in rows {
@@ -431,65 +408,49 @@ public final class Journal: Sendable {
     /// Returns how many jobs and orders were removed.
     @discardableResult
     public func purge(jobsBeforeMs: Int64, ordersBeforeMs: Int64) throws(AnnounceError) -> (jobs: Int, orders: Int) {
-        do {
-            return try pool.write { db in
-                try db.execute(sql: "DELETE FROM dedup WHERE accepted_at < ?", arguments: [ordersBeforeMs])
-                let orders = db.changesCount
-                let condition = """
-                    state NOT IN ('queued', 'playing') AND finished_at < ? AND id NOT IN (SELECT job_id FROM dedup)
-                    """
-                // The payment totals keep what is forgotten (Journal+Totals.swift).
-                try Self.carryPaymentTotals(db, condition: condition, arguments: [jobsBeforeMs])
-                try db.execute(sql: "DELETE FROM job WHERE " + condition, arguments: [jobsBeforeMs])
-                return (db.changesCount, orders)
-            }
-        } catch {
-            throw failure("be purged", error)
+        try write("be purged") { (db) throws(SQLiteError) in
+            try db.execute("DELETE FROM dedup WHERE accepted_at < ?", ordersBeforeMs)
+            let orders = db.changes
+            let condition = """
+                state NOT IN ('queued', 'playing') AND finished_at < ? AND id NOT IN (SELECT job_id FROM dedup)
+                """
+            // The payment totals keep what is forgotten (Journal+Totals.swift).
+            try Self.carryPaymentTotals(db, condition: condition, arguments: [jobsBeforeMs])
+            try db.execute("DELETE FROM job WHERE " + condition, jobsBeforeMs)
+            return (db.changes, orders)
         }
     }
 
     // MARK: Settings
 
     public func setting(_ name: String) throws(AnnounceError) -> String? {
-        do {
-            return try pool.read { db in
-                try String.fetchOne(db, sql: "SELECT value FROM setting WHERE name = ?", arguments: [name])
-            }
-        } catch {
-            throw failure("be read", error)
+        try read("be read") { (db) throws(SQLiteError) in
+            try db.firstRow("SELECT value FROM setting WHERE name = ?", arguments: [name]) { $0.text(0) } ?? nil
         }
     }
 
     /// Sets (or with nil removes) a setting, durably.
     public func setSetting(_ name: String, _ value: String?) throws(AnnounceError) {
-        do {
-            try pool.write { db in
-                if let value {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO setting (name, value) VALUES (?, ?)
-                            ON CONFLICT(name) DO UPDATE SET value = excluded.value
-                            """,
-                        arguments: [name, value])
-                } else {
-                    try db.execute(sql: "DELETE FROM setting WHERE name = ?", arguments: [name])
-                }
+        try write("record the setting") { (db) throws(SQLiteError) in
+            if let value {
+                try db.execute(
+                    """
+                    INSERT INTO setting (name, value) VALUES (?, ?)
+                    ON CONFLICT(name) DO UPDATE SET value = excluded.value
+                    """,
+                    name, value)
+            } else {
+                try db.execute("DELETE FROM setting WHERE name = ?", name)
             }
-        } catch {
-            throw failure("record the setting", error)
         }
     }
 
     /// The SQLite pragmas that make the journal durable, as the database reports them (for tests and status).
     public func durabilitySettings() throws(AnnounceError) -> (journalMode: String, synchronous: Int) {
-        do {
-            return try pool.write { db in
-                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? ""
-                let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
-                return (mode, synchronous)
-            }
-        } catch {
-            throw failure("be read", error)
+        try read("be read") { (db) throws(SQLiteError) in
+            let mode = try db.firstRow("PRAGMA journal_mode") { $0.text(0) } ?? nil
+            let synchronous = try db.firstRow("PRAGMA synchronous") { $0.int(0) } ?? nil
+            return (mode ?? "", synchronous ?? -1)
         }
     }
 }

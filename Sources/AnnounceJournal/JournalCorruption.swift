@@ -1,5 +1,4 @@
 import AnnounceCore
-import GRDB
 
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +14,7 @@ import Glibc
 /// error as before, and nothing is touched.
 extension Journal {
     /// Opens the journal with `open`, unless the file is damaged: then it is moved aside first and `open` starts a
-    /// new one. Returns the pool and where the damaged file went (nil: it was sound).
+    /// new one. Returns the connection and where the damaged file went (nil: it was sound).
     ///
     /// The file is checked before `open` touches it, on a read-only connection (`PRAGMA quick_check`, which reads
     /// every page): damage that opening alone does not see (a file cut short, a page overwritten) is found at start,
@@ -23,44 +22,34 @@ extension Journal {
     /// connection would checkpoint the `-wal` into the damaged file when it closes). Damage that only the read-write
     /// open finds is handled the same way.
     static func openingAsideIfCorrupt(
-        path: String, _ open: () throws -> DatabasePool
-    ) throws -> (pool: DatabasePool, movedAside: String?) {
+        path: String, _ open: () throws(SQLiteError) -> SQLiteConnection
+    ) throws -> (connection: SQLiteConnection, movedAside: String?) {
         if let damage = damage(at: path) {
             let evidence = try moveAside(path, reason: damage)
             return (try open(), evidence)
         }
         do {
             return (try open(), nil)
-        } catch let error where isCorruption(error) {
+        } catch let error where error.isCorruption {
             let evidence = try moveAside(path, reason: error)
             return (try open(), evidence)
         }
     }
 
-    /// Whether `error` says the database file is damaged (not merely unreachable).
-    static func isCorruption(_ error: any Error) -> Bool {
-        guard let error = error as? DatabaseError else { return false }
-        return error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
-    }
-
     /// The damage a read-only look at the journal at `path` finds; nil if it is sound, absent, or cannot be read
     /// for another reason (the read-write open then says what is wrong).
-    static func damage(at path: String) -> (any Error)? {
+    static func damage(at path: String) -> SQLiteError? {
         guard access(path, F_OK) == 0 else { return nil }
         do {
-            var configuration = Configuration()
-            configuration.readonly = true
-            configuration.label = "announce.journal.check"
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            let findings = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            let check = try SQLiteConnection(path: path, readOnly: true, busyTimeoutMs: Journal.busyTimeoutMs)
+            defer { check.close() }
+            let findings = try check.rows("PRAGMA quick_check") { $0.text(0) ?? "" }
             guard findings == ["ok"] else {
-                return DatabaseError(
-                    resultCode: .SQLITE_CORRUPT, message: "quick_check: " + findings.prefix(5).joined(separator: "; "))
+                return .corruption(function: "PRAGMA quick_check", message: findings.prefix(5).joined(separator: "; "))
             }
             return nil
         } catch {
-            return isCorruption(error) ? error : nil
+            return error.isCorruption ? error : nil
         }
     }
 

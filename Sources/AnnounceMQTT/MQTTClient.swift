@@ -139,6 +139,16 @@ public final class MQTTClient {
         try check(mosquitto_tls_opts_set(handle, 1, "tlsv1.2", nil), "mosquitto_tls_opts_set")
     }
 
+    /// The last will: a message the broker publishes for this client when its connection ends without a
+    /// DISCONNECT (a crash, kill -9, a dead link noticed after 1.5 keepalives). Set before connecting; kept for
+    /// later connections of this client.
+    public func setWill(topic: String, payload: [UInt8], qos: Int32, retain: Bool) throws(MosquittoError) {
+        let code = payload.withUnsafeBytes { bytes in
+            mosquitto_will_set(handle, topic, Int32(bytes.count), bytes.baseAddress, qos, retain)
+        }
+        try check(code, "mosquitto_will_set")
+    }
+
     /// Starts connecting without waiting for the TCP connection: ``loop(timeoutMilliseconds:)`` completes it and
     /// `onConnect` reports the broker's answer.
     public func connect(host: String, port: Int, keepalive: Int) throws(MosquittoError) {

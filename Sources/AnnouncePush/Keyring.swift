@@ -45,6 +45,9 @@ public struct Keyring: Sendable {
 
     public func key(_ id: String) -> SymmetricKey? { keys[id].map { SymmetricKey(data: $0) } }
 
+    /// The key's bytes (for what must be `Sendable`).
+    public func bytes(_ id: String) -> [UInt8]? { keys[id] }
+
     static func decode(_ text: String, id: String) throws(AnnounceError) -> [UInt8] {
         if text.hasPrefix("hex:") {
             guard let bytes = PushVerifier.bytes(hex: String(text.dropFirst(4))) else {

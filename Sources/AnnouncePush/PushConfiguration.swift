@@ -52,15 +52,33 @@ public struct PushConfiguration: Sendable {
     /// Where the Prometheus endpoint listens (`[metrics] listen`); nil: none (the default).
     public var metricsListen: ListenAddress?
 
+    /// Where pending receipts are kept until the broker acknowledges them (`<stateDirectory>/receipts`).
+    public var stateDirectory = "/var/lib/announce-push"
+    /// The retained status on `statusTopic` (and the last will there).
+    public var statusEnabled = true
+    public var statusTopic: String
+    /// The status is published again after this long even if nothing changed.
+    public var statusRefreshSeconds = 300.0
+    /// A signed receipt on `receiptTopic` for every payment handed to the daemon.
+    public var receiptsEnabled = true
+    public var receiptTopic: String
+    /// The key that signs receipts: `receiptKeyID`, else the last key id by name.
+    public var receiptKeyID: String?
+
     public init(device: String, broker: MQTTEndpoint, socketPath: String) {
         self.device = device
         self.broker = broker
         self.socketPath = socketPath
         clientID = "announce-\(device)"
         topics = [Self.defaultTopic(device: device)]
+        statusTopic = "announce/\(device)/status"
+        receiptTopic = "announce/\(device)/receipts"
     }
 
     public static func defaultTopic(device: String) -> String { "announce/\(device)/payments" }
+
+    /// The key id receipts are signed with.
+    public var effectiveReceiptKeyID: String? { receiptKeyID ?? keyring.ids.last }
 
     public static let defaultPath = "/etc/announce/push.toml"
 
@@ -77,6 +95,7 @@ public struct PushConfiguration: Sendable {
         "security.max_future": 0...86_400,
         "prompts.lost_after": 0...86_400,
         "prompts.min_interval": 0...86_400,
+        "status.refresh": 10...86_400,
     ]
 
     static func durationRange(_ name: String) -> ClosedRange<Double> {
@@ -134,6 +153,7 @@ public struct PushConfiguration: Sendable {
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
             let known = [
                 "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading", "metrics",
+                "state_dir", "status", "receipts",
             ]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
             guard let device = string(root, "device", "device") else {
@@ -181,6 +201,18 @@ public struct PushConfiguration: Sendable {
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
             if let metrics = table(root, "metrics") { readMetrics(metrics, &configuration) }
             if let reading = table(root, "reading") { readReading(reading, &configuration) }
+            if let text = string(root, "state_dir", "state_dir") {
+                if text.isEmpty {
+                    problem("state_dir", "must not be empty")
+                } else {
+                    configuration.stateDirectory = file(text)
+                }
+            }
+            if let status = table(root, "status") { readStatus(status, &configuration) }
+            if let receipts = table(root, "receipts") { readReceipts(receipts, &configuration) }
+            if let kid = configuration.receiptKeyID, configuration.keyring.key(kid) == nil {
+                problem("receipts.kid", "no key \"\(kid)\" in [keys]")
+            }
             // A held payment blocks the MQTT loop for up to hold + one last daemon timeout: no PINGREQ meanwhile.
             if configuration.holdSeconds + configuration.daemonTimeoutSeconds >= Double(configuration.keepaliveSeconds) {
                 problem(
@@ -342,6 +374,40 @@ public struct PushConfiguration: Sendable {
                 default: problem(name, "unknown key")
                 }
             }
+        }
+
+        mutating func readStatus(_ status: TOMLTable, _ c: inout PushConfiguration) {
+            for key in status.keys {
+                let name = "status.\(key)"
+                switch key {
+                case "enabled": if let flag = bool(status, key, name) { c.statusEnabled = flag }
+                case "topic": if let text = topic(status, key, name) { c.statusTopic = text }
+                case "refresh": if let seconds = duration(status, key, name) { c.statusRefreshSeconds = seconds }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readReceipts(_ receipts: TOMLTable, _ c: inout PushConfiguration) {
+            for key in receipts.keys {
+                let name = "receipts.\(key)"
+                switch key {
+                case "enabled": if let flag = bool(receipts, key, name) { c.receiptsEnabled = flag }
+                case "topic": if let text = topic(receipts, key, name) { c.receiptTopic = text }
+                case "kid": c.receiptKeyID = string(receipts, key, name)
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        /// A topic to publish to: no wildcards, not empty.
+        mutating func topic(_ table: TOMLTable, _ key: String, _ name: String) -> String? {
+            guard let text = string(table, key, name) else { return nil }
+            guard !text.isEmpty, !text.contains("+"), !text.contains("#"), !text.unicodeScalars.contains("\u{0}") else {
+                problem(name, "must be a topic name without wildcards (+, #)")
+                return nil
+            }
+            return text
         }
 
         // MARK: Typed values

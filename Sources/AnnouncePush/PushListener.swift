@@ -45,17 +45,21 @@ public final class PushListener: Sendable {
 
     var isStopping: Bool { stopping.withLock { $0 } }
 
-    /// Runs until ``stop()``. Throws only when the MQTT client cannot be set up (a configuration problem).
+    /// Runs until ``stop()``. Throws only when the MQTT client or the receipt store cannot be set up (a
+    /// configuration problem).
     public func run() throws(AnnounceError) {
         // A write to a connection the broker (or this listener) closed must fail, not kill the process.
         signal(SIGPIPE, SIG_IGN)
+        let fleet = try FleetLink(configuration: configuration, daemon: daemon, logger: logger)
         let session: Session
         do {
-            session = try Session(listener: self)
+            session = try Session(listener: self, fleet: fleet)
         } catch {
             throw AnnounceError(.badRequest, "cannot set up the MQTT client", cause: error.description)
         }
+        fleet.start()
         session.run()
+        fleet.stop()
     }
 
     // MARK: - Session
@@ -69,7 +73,15 @@ public final class PushListener: Sendable {
         let configuration: PushConfiguration
         let logger: Logger
         let verifier: PushVerifier
-        let client: MQTTClient
+        let fleet: FleetLink
+        /// A new client for every connection: nothing libmosquitto held for the last one (a message in flight)
+        /// is sent again behind the outbox's back.
+        var client: MQTTClient
+        var connections = 0
+        /// The broker refused a connection carrying the last will (an ACL on the status topic): connect without.
+        var willRefused = false
+        /// The clean stop's offline status, until the broker acknowledges it.
+        var offlineMid: Int32?
         var state = State.idle
         var dropReason = DropReason.network
         var attemptStarted = ContinuousClock.now
@@ -77,24 +89,36 @@ public final class PushListener: Sendable {
         var prompter: StatusPrompter
         let started = ContinuousClock.now
 
-        init(listener: PushListener) throws(MosquittoError) {
+        init(listener: PushListener, fleet: FleetLink) throws(MosquittoError) {
             self.listener = listener
+            self.fleet = fleet
             configuration = listener.configuration
             logger = listener.logger
             verifier = configuration.verifier
             backoff = Backoff(configuration.reconnect)
             prompter = StatusPrompter(policy: configuration.prompts, now: 0)
-            client = try MQTTClient(clientID: configuration.clientID, cleanSession: configuration.cleanSession)
+            client = try Self.makeClient(configuration)
+            installCallbacks()
+        }
+
+        /// A client with this configuration's session, credentials and TLS (callbacks not yet set).
+        static func makeClient(_ configuration: PushConfiguration) throws(MosquittoError) -> MQTTClient {
+            let client = try MQTTClient(clientID: configuration.clientID, cleanSession: configuration.cleanSession)
             if let username = configuration.username {
                 try client.setCredentials(username: username, password: configuration.password)
             }
             if configuration.broker.tls { try client.setTLS(configuration.tls) }
+            return client
+        }
+
+        func installCallbacks() {
             client.onConnect = { [unowned self] code, sessionPresent in
                 connected(code: code, sessionPresent: sessionPresent)
             }
             client.onDisconnect = { [unowned self] code in disconnected(code: code) }
             client.onSubscribe = { [unowned self] mid, granted in subscribed(mid: mid, granted: granted) }
             client.onMessage = { [unowned self] message in received(message) }
+            client.onPublish = { [unowned self] mid in acknowledged(mid: mid) }
             client.onLog = { [unowned self] level, text in
                 logger.trace("libmosquitto", metadata: ["level": "\(level)", "text": "\(text)"])
             }
@@ -131,7 +155,8 @@ public final class PushListener: Sendable {
             logger.info("push listener stopped")
         }
 
-        /// Waits until the daemon answers `ping`. False if asked to stop meanwhile.
+        /// Waits until the daemon answers `ping` (and the stream of its final states is set up, so that the receipt
+        /// of a payment forwarded from now on cannot miss its job's end). False if asked to stop meanwhile.
         func waitForDaemon() -> Bool {
             var wait = Backoff(Backoff.Policy(initialSeconds: 0.2, maximumSeconds: 5))
             var logged = false
@@ -141,6 +166,11 @@ public final class PushListener: Sendable {
                         logger.info("the daemon answers again", metadata: ["socket": "\(configuration.socketPath)"])
                     }
                     checkDaemon()
+                    if let events = fleet.events, !events.waitUntilLive(timeout: configuration.daemonTimeoutSeconds) {
+                        logger.warning(
+                            "the daemon's event stream is not set up yet; connecting anyway",
+                            metadata: ["socket": "\(configuration.socketPath)"])
+                    }
                     return true
                 }
                 if !logged {
@@ -181,6 +211,16 @@ public final class PushListener: Sendable {
             state = .connecting
             attemptStarted = .now
             do {
+                if connections > 0 {
+                    client = try Self.makeClient(configuration)
+                    installCallbacks()
+                }
+                connections += 1
+                if configuration.statusEnabled, !willRefused {
+                    try client.setWill(
+                        topic: configuration.statusTopic, payload: fleet.offlineStatus(reason: "connection_lost"),
+                        qos: 1, retain: true)
+                }
                 try client.connect(
                     host: configuration.broker.host, port: configuration.broker.port,
                     keepalive: configuration.keepaliveSeconds)
@@ -199,6 +239,7 @@ public final class PushListener: Sendable {
                     break
                 }
                 if state == .closed { break }
+                if state == .connected { publishFromOutbox() }
                 if state == .connecting,
                     ContinuousClock.now - attemptStarted > .seconds(configuration.connectTimeoutSeconds)
                 {
@@ -214,6 +255,7 @@ public final class PushListener: Sendable {
                 speakPrompts()
             }
             if listener.isStopping, state == .connected {
+                publishOffline()
                 // DISCONNECT: the broker keeps the session (and any unacknowledged message) for the next start.
                 try? client.disconnect()
                 let deadline = ContinuousClock.now + .seconds(2)
@@ -222,6 +264,7 @@ public final class PushListener: Sendable {
                 }
             }
             state = .closed
+            fleet.reporter?.connection(false)
         }
 
         func close() {
@@ -238,6 +281,17 @@ public final class PushListener: Sendable {
                         "broker": "\(configuration.broker)", "code": "\(code)",
                         "reason": "\(MQTTClient.connackText(code))",
                     ])
+                // 5, not authorised: perhaps only the last will's topic (an ACL without the status topic). The
+                // next attempt goes without it; payments matter more than the will.
+                if code == 5, configuration.statusEnabled, !willRefused {
+                    willRefused = true
+                    logger.error(
+                        """
+                        connecting without the last will from now on (check that the broker lets this device \
+                        publish its status)
+                        """,
+                        metadata: ["topic": "\(configuration.statusTopic)"])
+                }
                 state = .closed
                 return
             }
@@ -258,14 +312,19 @@ public final class PushListener: Sendable {
                     logger.error("cannot subscribe", metadata: ["topic": "\(topic)", "error": "\(error)"])
                 }
             }
+            fleet.reporter?.connection(true)
+            publishFromOutbox()
         }
 
         func disconnected(code: Int32) {
             if state == .connected || state == .abandoned { listener.metrics.brokerDisconnected() }
             switch state {
-            case .connected where code == 0: logger.info("disconnected from the broker")
+            case .connected where code == 0:
+                logger.info("disconnected from the broker")
+                fleet.outbox.connectionEnded(byBroker: false)
             case .connected: lost(reason: "\(MosquittoError.text(code)) (\(code))")
             case .connecting: failedAttempt(reason: "\(MosquittoError.text(code)) (\(code))")
+            case .abandoned: fleet.outbox.connectionEnded(byBroker: false)
             default: break
             }
             if state != .abandoned { state = .closed }
@@ -275,7 +334,54 @@ public final class PushListener: Sendable {
             logger.warning(
                 "connection to the broker lost",
                 metadata: ["event": .event(.brokerLost), "broker": "\(configuration.broker)", "error": "\(reason)"])
+            fleet.outbox.connectionEnded(byBroker: true)
             state = .closed
+        }
+
+        // MARK: Status and receipts
+
+        /// Publishes what the outbox holds next, if nothing is in flight.
+        func publishFromOutbox() {
+            guard state == .connected, let message = fleet.outbox.next() else { return }
+            do {
+                let mid = try client.publish(
+                    topic: message.topic, payload: message.payload, qos: 1, retain: message.retain)
+                fleet.outbox.sent(message.item, mid: mid)
+            } catch let error where error.isConnectionLost {
+                return  // sent again once connected
+            } catch {
+                fleet.outbox.refused(message.item, reason: error.description)
+            }
+        }
+
+        /// The broker acknowledged one of this client's messages.
+        func acknowledged(mid: Int32) {
+            if mid == offlineMid {
+                offlineMid = nil
+                return
+            }
+            if case .receipt(let seq) = fleet.outbox.acknowledged(mid: mid) {
+                fleet.receipts?.acknowledged(seq)
+            }
+            publishFromOutbox()
+        }
+
+        /// A clean stop: `online: false` on the status topic (the broker drops the last will at DISCONNECT), waiting
+        /// a moment for the broker to take it.
+        func publishOffline() {
+            guard configuration.statusEnabled, !fleet.outbox.statusSetAside else { return }
+            do {
+                offlineMid = try client.publish(
+                    topic: configuration.statusTopic,
+                    payload: fleet.offlineStatus(reason: "stopped", atMs: WallClockMs.now), qos: 1, retain: true)
+            } catch {
+                logger.warning("cannot publish the offline status", metadata: ["error": "\(error)"])
+                return
+            }
+            let deadline = ContinuousClock.now + .seconds(2)
+            while offlineMid != nil, state == .connected, ContinuousClock.now < deadline {
+                do { try client.loop(timeoutMilliseconds: 100) } catch { break }
+            }
         }
 
         /// The first failed attempt after a connection is a warning; the following ones (every backoff step of an
@@ -344,12 +450,14 @@ public final class PushListener: Sendable {
                     listener.metrics.payment(.accepted)
                     metadata["event"] = .event(.pushForwarded)
                     metadata["job.id"] = "\(job.id)"
+                    noteForReceipt(order: payment.message.order, reply: .accepted(job), &metadata)
                     logger.info("payment forwarded", metadata: metadata)
                     return
                 case .duplicate(let job):
                     listener.metrics.payment(.duplicate)
                     metadata["event"] = .event(.duplicate)
                     metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
+                    if let job { noteForReceipt(order: payment.message.order, reply: .duplicate(job), &metadata) }
                     logger.notice("payment already with the daemon (duplicate); not spoken again", metadata: metadata)
                     return
                 case .refused(let error):
@@ -358,6 +466,7 @@ public final class PushListener: Sendable {
                     metadata["code"] = "\(error.code)"
                     metadata["error.code"] = "\(error.code)"
                     metadata["detail"] = "\(error.message)"
+                    noteForReceipt(order: payment.message.order, reply: .refused(error), &metadata)
                     logger.error("the daemon refused the payment", metadata: metadata)
                     return
                 case .unavailable(let reason):
@@ -375,6 +484,15 @@ public final class PushListener: Sendable {
                     SystemThread.sleep(seconds: retry.next())
                 }
             }
+        }
+
+        /// Notes what the daemon said about a payment, for its receipt: on disk before the message is acknowledged
+        /// (one small write and fsync; the daemon already has the payment, so it is not held up by this).
+        func noteForReceipt(order: String, reply: Receipts.Reply, _ metadata: inout Logger.Metadata) {
+            guard let receipts = fleet.receipts else { return }
+            let started = ContinuousClock.now
+            receipts.handedOver(order: order, reply: reply)
+            metadata["receipt_ms"] = "\(cFormat("%.2f", (ContinuousClock.now - started).inSeconds * 1000))"
         }
 
         // MARK: Status prompts

@@ -129,6 +129,9 @@ struct CheckConfig: ParsableCommand {
             metrics     \(c.metricsListen.map { "http://\($0)/metrics" } ?? "off")
             reading     style \(c.reading.style?.rawValue ?? "(the daemon's)")  liang \
             \(c.reading.liang.map(String.init) ?? "(the daemon's)")
+            status      \(c.statusEnabled ? "\(c.statusTopic) (retained, last will; refresh \(c.statusRefreshSeconds) s)" : "off")
+            receipts    \(c.receiptsEnabled ? "\(c.receiptTopic) (signed with \(c.effectiveReceiptKeyID ?? "?"))" : "off")
+            state       \(c.stateDirectory)
             """)
     }
 }

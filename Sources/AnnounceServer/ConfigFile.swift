@@ -178,6 +178,7 @@ public enum ConfigFile {
             case "request_timeout": duration("limits.\(key)", value) { $0.requestTimeoutSeconds = $1 }
             case "write_timeout": duration("limits.\(key)", value) { $0.writeTimeoutSeconds = $1 }
             case "shutdown_timeout": duration("limits.\(key)", value) { $0.shutdownTimeoutSeconds = $1 }
+            case "subscriber_buffer": int(key, value) { $0.subscriberBuffer = $1 }
             default: problem("limits.\(key)", "unknown key")
             }
         }

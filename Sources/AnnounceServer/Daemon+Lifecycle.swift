@@ -47,6 +47,7 @@ extension Daemon {
         if new.device != old.device { needRestart.append("device") }
         if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
         if new.metricsListen != old.metricsListen { needRestart.append("metrics.listen") }
+        if new.subscriberBuffer != old.subscriberBuffer { needRestart.append("limits.subscriber_buffer") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
             || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
         {
@@ -64,6 +65,7 @@ extension Daemon {
         effective.device = old.device
         effective.stateDirectory = old.stateDirectory
         effective.metricsListen = old.metricsListen
+        effective.subscriberBuffer = old.subscriberBuffer
         effective.audio = old.audio
         effective.audio.volumeThresholdDecibels = new.audio.volumeThresholdDecibels
         effective.keys = old.keys
@@ -128,5 +130,6 @@ extension Daemon {
                 metadata: ["changes": "\(unrecorded)"])
         }
         jobs.releaseWaiters()
+        await jobs.events.waitUntilServed(timeout: .seconds(2))
     }
 }

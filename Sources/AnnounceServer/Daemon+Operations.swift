@@ -117,6 +117,7 @@ extension Daemon {
             }
             status.metrics = metrics
         }
+        status.lastHeard = jobs.lastHeard
         return status
     }
 
@@ -150,6 +151,7 @@ extension Daemon {
         }
         let configured = live.withLock { $0.configuration }
         volumeGuard?.setThreshold(configured.audio.threshold(percent: percent ?? configured.volumeThreshold))
+        jobs.events.statusChanged()
         logger.notice("volume threshold set", metadata: ["threshold": "\(percent.map(String.init) ?? "config")"])
         return audioStatus()
     }

@@ -128,7 +128,8 @@ public final class Daemon: Sendable {
         let events = EventTarget()
         jobs = try JobLifecycle(
             journal: journal, capacity: configuration.queueCapacity, dedupWindowMs: windowMs, nowMs: nowMs,
-            logger: logger, wakePlayer: { events.daemon?.player.wake() }
+            logger: logger, subscriberBuffer: configuration.subscriberBuffer,
+            wakePlayer: { events.daemon?.player.wake() }
         ) { info, result in
             events.daemon?.ended(info, result: result)
         }
@@ -200,6 +201,7 @@ public final class Daemon: Sendable {
             let journalNanos = Monotonic.nanos - committing
             metrics.jobAccepted(request.priority, journalNanos: journalNanos)
             metrics.queueDepth(waitingByPriority)
+            jobs.events.statusChanged()
             var metadata = Self.jobMetadata(info, event: .accepted)
             metadata["text"] = "\(announcement.text)"
             metadata["journal_ms"] = "\(Double(journalNanos) / 1e6)"
@@ -260,6 +262,7 @@ public final class Daemon: Sendable {
             jobs.finished(result)
         case let .deviceError(error, job, decision):
             lastDeviceError.withLock { $0 = error }
+            jobs.events.statusChanged()
             switch decision {
             case let .retry(afterMs):
                 logger.error(
@@ -277,6 +280,7 @@ public final class Daemon: Sendable {
                     ])
             }
         case let .deviceRecovered(failures):
+            jobs.events.statusChanged()
             logger.notice(
                 "audio device works again", metadata: ["event": .event(.deviceRecovered), "failures": "\(failures)"])
         }

@@ -111,6 +111,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var writeTimeoutSeconds: Double = 10
     /// SIGTERM waits this long for the announcement playing to finish before cutting it, seconds.
     public var shutdownTimeoutSeconds: Double = 10
+    /// Events a `subscribe` client may leave unread before it is dropped (`lagged`).
+    public var subscriberBuffer = 1024
 
     // Metrics
     /// Where the Prometheus endpoint listens (`GET /metrics`); nil: no endpoint (the default).
@@ -187,6 +189,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 (0..<maxClients).contains(reservedClients),
                 "limits.reserved_clients: must be 0 … max_clients − 1 (\(maxClients - 1)), so that readers keep a slot")
         }
+        check((16...65_536).contains(subscriberBuffer), "limits.subscriber_buffer: must be 16…65536")
         problems += keys.problems()
         for channel in reading.channels.keys.sorted() where channel.isEmpty || channel.utf8.count > 64 {
             problems.append("reading.channels.\(channel): a channel name is 1…64 characters")
@@ -308,6 +311,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             request_timeout = \(Duration.describe(requestTimeoutSeconds))
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
             shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
+            subscriber_buffer = \(subscriberBuffer)
             [metrics]
             listen = \(metricsListen.map { "\"\($0)\"" } ?? "(off)")
             """

@@ -25,8 +25,9 @@ import Synchronization
 ///   put back where they were and the cancel is refused (`journal`).
 /// - **final states** (spoken, failed, expired, cancelled while playing): the job has already ended when the
 ///   audio thread reports it, so the state is published — waiters answered, `status` updated — only once it
-///   is on disk. A write that fails is retried until it succeeds (the journal's reserve covers a full disk);
-///   meanwhile the job still counts as unfinished (`status.queue.unfinished`, `status.journal.unrecorded`).
+///   is on disk, and only then handed to the subscribers of `subscribe` (``events``). A write that fails is
+///   retried until it succeeds (the journal's reserve covers a full disk); meanwhile the job still counts as
+///   unfinished (`status.queue.unfinished`, `status.journal.unrecorded`).
 ///   **The one documented outcome of a final state that never reached the disk** (the process died first) is
 ///   that the job is spoken again at the next start.
 /// - **playing** is recorded in the background and only for the record: a job is spoken again unless its end
@@ -74,9 +75,14 @@ final class JobLifecycle: Sendable {
     private let onFinal: @Sendable (JobInfo, JobResult?) -> Void
     /// Tells the audio thread that a cancel was flagged for a job it holds.
     private let wakePlayer: @Sendable () -> Void
+    /// The subscribers of `subscribe`: every final state, as it reaches the disk (never blocking for them).
+    let events: FinalEvents
+    /// The payment heard last (for `status`): the journal's at start, then each one as its `spoken` is on disk.
+    private let lastHeardPayment: Mutex<JobInfo?>
 
     init(
         journal: Journal, capacity: Int, dedupWindowMs: Int64, nowMs: Int64, logger: Logger, keepFinished: Int = 1000,
+        subscriberBuffer: Int = 1024,
         wakePlayer: @escaping @Sendable () -> Void, onFinal: @escaping @Sendable (JobInfo, JobResult?) -> Void
     ) throws(AnnounceError) {
         self.journal = journal
@@ -85,6 +91,8 @@ final class JobLifecycle: Sendable {
         self.keepFinished = keepFinished
         self.wakePlayer = wakePlayer
         self.onFinal = onFinal
+        self.events = FinalEvents(capacity: subscriberBuffer, logger: logger)
+        self.lastHeardPayment = Mutex(try journal.lastSpokenPayment()?.info)
         let entries = try journal.dedupEntries(sinceMs: nowMs - dedupWindowMs)
         state = Mutex(State(dedup: DedupWindow(windowMs: dedupWindowMs, entries: entries)))
         queue.onDiscard { [weak self] job, reason in
@@ -285,6 +293,8 @@ final class JobLifecycle: Sendable {
             return released
         }
         for (waiter, info) in released { waiter.resume(returning: info) }
+        events.close(
+            AnnounceError(.shuttingDown, "the daemon is stopping; subscribe again with \"since\" after it restarts"))
     }
 
     var isClosed: Bool { state.withLock { $0.closed } }
@@ -322,6 +332,20 @@ final class JobLifecycle: Sendable {
     /// The journal's health, for `status`.
     var journalHealth: (unrecorded: Int, error: AnnounceError?) {
         state.withLock { ($0.unrecorded.count, $0.journalError) }
+    }
+
+    /// The payment heard last, if any (this run's, else the journal's at start).
+    var lastHeard: JobInfo? { lastHeardPayment.withLock { $0 } }
+
+    /// The jobs with an id above `since` that are not final yet, taken in turn with acceptances (so that a job is
+    /// either listed here, or final on disk, or accepted after this): what a `subscribe` with `since` waits for.
+    func unfinished(after since: UInt64) async -> [JobInfo] {
+        await onAcceptor {
+            self.state.withLock { state in
+                state.entries.values.map(\.info).filter { $0.id > since && !$0.state.isFinal }
+                    .sorted { $0.id < $1.id }
+            }
+        }
     }
 
     /// Order ids remembered, and for how long.
@@ -424,6 +448,8 @@ final class JobLifecycle: Sendable {
         }
         guard let info else { return }
         for waiter in waiters { waiter.resume(returning: info) }
+        if info.state == .spoken && info.amount != nil { lastHeardPayment.withLock { $0 = info } }
+        events.publish(info)
         onFinal(info, result)
     }
 

@@ -98,6 +98,59 @@ struct RequestHandler: Sendable {
             try await today(request, reply: reply)
         case .metrics:
             try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
+        case .subscribe:
+            try await subscribe(since: request.since, id: id, peer: peer, reply: reply)
+        }
+    }
+
+    /// Jobs read from the journal at a time while replaying.
+    static let replayPage = 500
+
+    /// `subscribe`: with `since`, the final states on disk of the jobs above it, then `live` (with the jobs above it
+    /// not final yet), then every final state as it reaches the disk, until the daemon stops or the subscriber
+    /// falls `limits.subscriber_buffer` events behind. Registered before the replay is read, so that nothing falls
+    /// between the two; a job both replayed and published live meanwhile is sent once.
+    private func subscribe(
+        since: UInt64?, id: String?, peer: PeerCredentials, reply: (Response) async throws -> Void
+    ) async throws {
+        let (token, subscription) = daemon.jobs.events.subscribe(
+            who: ["peer.pid": "\(peer.pid)", "peer.uid": "\(peer.uid)"])
+        defer { daemon.jobs.events.unsubscribe(token) }
+        daemon.logger.debug(
+            "subscriber connected", metadata: ["peer.pid": "\(peer.pid)", "since": "\(since.map(String.init) ?? "-")"])
+        var replayed = Set<UInt64>()
+        var unfinished: [JobInfo] = []
+        if let since {
+            unfinished = await daemon.jobs.unfinished(after: since)
+            var after = since
+            while true {
+                let page = try daemon.jobs.journal.finishedJobs(afterID: after, limit: Self.replayPage)
+                for record in page {
+                    // This run's view if it has one (it knows a little more, e.g. the lead-in); else the journal's.
+                    let live = daemon.jobs.liveInfo(record.jobID).flatMap { $0.state.isFinal ? $0 : nil }
+                    let info = live ?? record.info
+                    replayed.insert(info.id)
+                    try await reply(
+                        Response(id: id, ok: true, done: false, job: info, event: SubscriptionEvent.final.rawValue))
+                }
+                guard page.count == Self.replayPage, let last = page.last else { break }
+                after = last.jobID
+            }
+        }
+        try await reply(
+            Response(id: id, ok: true, done: false, jobs: unfinished, event: SubscriptionEvent.live.rawValue))
+        while true {
+            switch await subscription.next() {
+            case .final(let info):
+                if !replayed.isEmpty, replayed.remove(info.id) != nil { continue }
+                try await reply(
+                    Response(id: id, ok: true, done: false, job: info, event: SubscriptionEvent.final.rawValue))
+            case .statusChanged:
+                try await reply(Response(id: id, ok: true, done: false, event: SubscriptionEvent.status.rawValue))
+            case .ended(let reason):
+                try await reply(.failure(id: id, reason))
+                return
+            }
         }
     }
 

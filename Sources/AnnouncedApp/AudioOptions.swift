@@ -69,7 +69,7 @@ struct AudioOptions: ParsableArguments {
         do throws(AnnounceError) {
             if mixer == "none" {
                 overrides.audio.mixer = .some(nil)
-            } else if let mixer, mixer.contains("/"), mixerElement == nil {
+            } else if let mixer, mixer.contains("/" as Character), mixerElement == nil {
                 overrides.audio.mixer = .some(try MixerElementAddress(parsing: mixer))  // CTL/NAME, as in the file
             } else if mixer != nil || mixerElement != nil {
                 overrides.audio.mixer = .some(

@@ -37,7 +37,7 @@ public enum AnnouncedProgram {
     static func loadLibraries() {
         let libraries = [
             ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SNDFILE, ANNOUNCE_LAZY_SOXR, ANNOUNCE_LAZY_EBUR128,
-            ANNOUNCE_LAZY_ESPEAK, ANNOUNCE_LAZY_SYSTEMD,
+            ANNOUNCE_LAZY_ESPEAK, ANNOUNCE_LAZY_SYSTEMD, ANNOUNCE_LAZY_SQLITE,
         ]
         for library in libraries {
             var error = [CChar](repeating: 0, count: 512)

@@ -611,6 +611,32 @@ struct PlayerTests {
         #expect(control.value.raw == [20])
     }
 
+    /// A job followed only by jobs whose ttl passed while it played: it is confirmed heard and the burst ends
+    /// (volume back) at once, not when the next job comes. (Found in CI: the player took the expired job out
+    /// of the queue and then waited for another with job 1 still unconfirmed and the volume still raised.)
+    @Test func aJobFollowedOnlyByExpiredOnesIsHeardAndTheBurstEnds() throws {
+        let control = FakeVolumeControl(raw: [20])
+        let volume = VolumeGuard(
+            control: control, threshold: .percent(60), mutePolicy: .respect, stateFile: stateFile,
+            logger: Logger(label: "test"))
+        let sink = RecordingSink()
+        let discarded = Mutex<[UInt64]>([])
+        let (queue, player, events) = start(sink, volume: volume)
+        queue.onDiscard { job, _ in discarded.withLock { $0.append(job.id) } }
+        try queue.enqueue(Fixtures.job(1, "987654321.99", pack: pack))
+        var late = try Fixtures.job(2, "1", pack: pack)
+        late.expiresAt = Monotonic.nanos  // its ttl passes while job 1 plays
+        try queue.enqueue(late)
+        player.start()
+        let results = events.waitFor(1)
+        #expect(results.map(\.id) == [1] && results.first?.state == .spoken, "\(results)")
+        #expect(waitUntil { control.value.raw == [20] }, "the burst never ended: volume \(control.value.raw)")
+        #expect(discarded.withLock { $0 } == [2])
+        #expect(waitUntil { player.status().state == .idle }, "\(player.status().state)")
+        queue.close()
+        player.join()
+    }
+
     @Test func mutedWithRespectFailsEveryJobWithMutedAndPlaysNothing() throws {
         let control = FakeVolumeControl(raw: [80], switches: [false])
         let volume = VolumeGuard(

@@ -1,11 +1,10 @@
 import AnnounceCore
 import Foundation
-import GRDB
 import Testing
 
 @testable import AnnounceJournal
 
-/// The journal against real SQLite files (GRDB), in a temporary folder per test.
+/// The journal against real SQLite files, in a temporary folder per test.
 struct JournalTests {
     let directory: String
     var path: String { "\(directory)/journal.sqlite" }
@@ -249,21 +248,16 @@ struct JournalTests {
     /// the job it names.
     @Test func aVersion1JournalIsMigratedKindByKind() throws {
         defer { cleanUp() }
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try Journal.migrator.migrate(queue, upTo: "v1")
-            try queue.write { db in
-                // The rows as version 1 wrote them (its own columns only).
-                try db.execute(
-                    sql: """
-                        INSERT INTO job (priority, utterance, order_id, text, tokens, prompt, accepted_at, state)
-                        VALUES ('status', '{}', 'P', '网络断开', '[]', 'network-lost', 1000, 'spoken');
-                        INSERT INTO job (priority, utterance, order_id, text, tokens, amount, accepted_at, state)
-                        VALUES ('payment', '{}', 'Q', '到账一元', '[]', '1.00', 2000, 'spoken')
-                        """)
-                try db.execute(
-                    sql: "INSERT INTO dedup (order_id, job_id, accepted_at) VALUES ('P', 1, 1000), ('Q', 2, 2000)")
-            }
+        try OldJournal.write(at: path, migrations: ["v1"]) { db in
+            // The rows as version 1 wrote them (its own columns only).
+            try db.executeScript(
+                """
+                INSERT INTO job (priority, utterance, order_id, text, tokens, prompt, accepted_at, state)
+                VALUES ('status', '{}', 'P', '网络断开', '[]', 'network-lost', 1000, 'spoken');
+                INSERT INTO job (priority, utterance, order_id, text, tokens, amount, accepted_at, state)
+                VALUES ('payment', '{}', 'Q', '到账一元', '[]', '1.00', 2000, 'spoken');
+                INSERT INTO dedup (order_id, job_id, accepted_at) VALUES ('P', 1, 1000), ('Q', 2, 2000);
+                """)
         }
         let journal = try Journal(path: path)
         #expect(
@@ -271,6 +265,7 @@ struct JournalTests {
                 DedupWindow.Entry(order: "P", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
                 DedupWindow.Entry(order: "Q", kind: .payment, jobID: 2, acceptedAtMs: 2_000),
             ])
+        #expect(try journal.job(1)?.attempts == 0, "v2-attempts added the column, 0 for the jobs already there")
         _ = try journal.insert(record("2", order: "P", atMs: 3_000))
         #expect(
             try journal.dedupEntries(sinceMs: 3_000) == [
@@ -314,7 +309,7 @@ struct JournalTests {
             for index in 1...400 { _ = try journal.insert(record("\(index)", order: "O-\(index)")) }
         }
         // Everything in the file itself (no -wal), so that cutting the file loses pages.
-        try DatabaseQueue(path: path).writeWithoutTransaction { try $0.execute(sql: "PRAGMA journal_mode = DELETE") }
+        try SQLiteConnection(path: path).execute("PRAGMA journal_mode = DELETE")
         let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         #expect(size > 40_000 && !FileManager.default.fileExists(atPath: path + "-wal"))
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))

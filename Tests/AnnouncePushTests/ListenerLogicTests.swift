@@ -43,6 +43,10 @@ struct ListenerLogicTests {
         #expect(c.holdSeconds == 5)
         #expect(c.reconnect == Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
         #expect(c.socketPath == "/run/announce/announce.sock")
+        #expect(c.stateDirectory == "/var/lib/announce-push")
+        #expect(c.statusEnabled && c.statusRefreshSeconds == 300 && c.statusTopic == "announce/T1000123/status")
+        #expect(c.receiptsEnabled && c.receiptTopic == "announce/T1000123/receipts")
+        #expect(c.effectiveReceiptKeyID == "k2026b")
     }
 
     @Test func minimalConfigurationGetsTheDocumentedDefaults() throws {

@@ -60,14 +60,14 @@ struct PushEndToEndTests {
                     try await setup.publishRaw(payload)
                     try await daemon.waitUntilSpoken(["ORD-DUP"])
                     try await setup.publishRaw(payload)
-                    try await listener.waitForLog("duplicate")
+                    try await listener.waitForLog("(duplicate)")
                     try await setup.publish(["--order", "ORD-AFTER", "1.00"])
                     try await daemon.waitUntilSpoken(["ORD-AFTER"])
                     let jobs = try await daemon.jobs(order: "ORD-DUP")
                     #expect(jobs.count == 1, "\(jobs)")
                     #expect(jobs.first?.amount == "10.50")
                     #expect(
-                        listener.logLines(containing: "duplicate", "order.id=ORD-DUP").count == 1, "\(listener.log)")
+                        listener.logLines(containing: "(duplicate)", "order.id=ORD-DUP").count == 1, "\(listener.log)")
                     #expect(listener.logLines(containing: "payment forwarded", "order.id=ORD-DUP").count == 1)
                 }
             }
@@ -84,13 +84,13 @@ struct PushEndToEndTests {
                 defer { proxy.close() }
                 try await withListener(broker: broker, socket: daemon.socket, url: proxy.url) { setup, listener in
                     try await setup.publish(["--order", "LOST-ACK", "--channel", "wechat", "12.30"])
-                    try await listener.waitForLog("duplicate")
+                    try await listener.waitForLog("(duplicate)")
                     try await daemon.waitUntilSpoken(["LOST-ACK"])
                     #expect(proxy.dropped == 1)
                     let jobs = try await daemon.jobs(order: "LOST-ACK")
                     #expect(jobs.count == 1, "\(jobs)")
                     #expect(listener.logLines(containing: "payment forwarded", "order.id=LOST-ACK").count == 1)
-                    #expect(listener.logLines(containing: "duplicate", "order.id=LOST-ACK").count == 1)
+                    #expect(listener.logLines(containing: "(duplicate)", "order.id=LOST-ACK").count == 1)
                     #expect(listener.logLines(containing: "connected to the broker", "session_present=true").count >= 1)
                 }
             }
@@ -333,7 +333,7 @@ struct PushEndToEndTests {
                     // handled the timed-out request after thawing.
                     let answered =
                         listener.logLines(containing: "payment forwarded", "order.id=FROZEN-1").count
-                        + listener.logLines(containing: "duplicate", "order.id=FROZEN-1").count
+                        + listener.logLines(containing: "(duplicate)", "order.id=FROZEN-1").count
                     #expect(answered == 1, "\(listener.log)")
                 }
             }

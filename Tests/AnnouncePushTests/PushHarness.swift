@@ -13,9 +13,13 @@ final class PushSetup: Sendable {
     let configPath: String
     let device = "T1"
 
+    /// The receipts waiting for the broker's acknowledgement (`state_dir`).
+    var stateDirectory: String { "\(directory)/state" }
+
+    /// `broker` is extra lines for `[broker]` (credentials); `sections` whole tables after the rest (`[status]`…).
     init(
         broker: Broker, socket: String, url: String? = nil, extra: String = "", tls: String = "",
-        daemon: String = "hold = \"1s\""
+        daemon: String = "hold = \"1s\"", keepalive: String = "10s", brokerExtra: String = "", sections: String = ""
     ) throws {
         directory = try Paths.temporaryDirectory("push")
         configPath = "\(directory)/push.toml"
@@ -23,14 +27,16 @@ final class PushSetup: Sendable {
             device = "\(device)"
             socket = "\(socket)"
             log_level = "debug"
+            state_dir = "\(directory)/state"
 
             [broker]
             url = "\(url ?? broker.url)"
             client_id = "announce-T1-\(UInt32.random(in: 0...UInt32.max))"
-            keepalive = "10s"
+            keepalive = "\(keepalive)"
             connect_timeout = "5s"
             reconnect_min = "200ms"
             reconnect_max = "1s"
+            \(brokerExtra)
             \(tls)
 
             [daemon]
@@ -43,18 +49,28 @@ final class PushSetup: Sendable {
             lost_after = "1s"
             min_interval = "2s"
             \(extra)
+
+            \(sections)
             """
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
-    /// Starts `announce-push run`, by default waiting until it has subscribed.
+    /// Starts `announce-push run`, by default waiting until it has subscribed to its topics at the broker (not merely
+    /// to the daemon's events, logged "subscribed to the daemon's events" before it even connects).
     func startListener(waitForSubscription: Bool = true, as identity: Identity? = nil) async throws
         -> BackgroundProcess
     {
+        if let identity {
+            // Its own state folder, as systemd's StateDirectory= gives the service's user.
+            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            guard chown(stateDirectory, identity.uid, identity.gid) == 0 else {
+                throw HarnessError("cannot give \(stateDirectory) to uid \(identity.uid)")
+            }
+        }
         let listener = try await BackgroundProcess.start(
             "\(Paths.bin)/announce-push", ["run", "--config", configPath], identity: identity,
             logFile: "\(directory)/push.log")
-        if waitForSubscription { try await listener.waitForLog("subscribed") }
+        if waitForSubscription { try await listener.waitForLog("subscribed topics=") }
         return listener
     }
 
@@ -86,10 +102,12 @@ final class PushSetup: Sendable {
 /// Runs `body` with a listener for `broker` and `daemon`; stops it and removes its folder afterwards.
 func withListener<T>(
     broker: Broker, socket: String, url: String? = nil, extra: String = "", tls: String = "",
-    daemon: String = "hold = \"1s\"", waitForSubscription: Bool = true,
-    _ body: (PushSetup, BackgroundProcess) async throws -> T
+    daemon: String = "hold = \"1s\"", brokerExtra: String = "", sections: String = "",
+    waitForSubscription: Bool = true, _ body: (PushSetup, BackgroundProcess) async throws -> T
 ) async throws -> T {
-    let setup = try PushSetup(broker: broker, socket: socket, url: url, extra: extra, tls: tls, daemon: daemon)
+    let setup = try PushSetup(
+        broker: broker, socket: socket, url: url, extra: extra, tls: tls, daemon: daemon, brokerExtra: brokerExtra,
+        sections: sections)
     defer { setup.remove() }
     let listener = try await setup.startListener(waitForSubscription: waitForSubscription)
     do {

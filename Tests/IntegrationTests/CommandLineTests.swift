@@ -150,6 +150,7 @@ extension DaemonIntegration {
         @Test func theCommandLineStartsWithoutTheDaemonsLibraries() async throws {
             let libraries = [
                 "libasound", "libsndfile", "libsoxr", "libebur128", "libespeak-ng", "libsystemd", "libmosquitto",
+                "libsqlite3",
             ]
             let ping = try await run(
                 "\(Paths.bin)/announce-ctl", ["ping", "--socket", "/nonexistent/s.sock"],

@@ -97,15 +97,21 @@ public final class Broker: Sendable {
     public let directory: String
     public let port: Int
     public let extraConfiguration: String
+    /// The listener it was started with (nil: the default), used again by ``restart(listener:downFor:)`` and
+    /// ``start(listener:)`` unless they are given another.
+    public let listenerConfiguration: String?
     private let process: Mutex<BackgroundProcess>
 
     public var url: String { "mqtt://127.0.0.1:\(port)" }
     public var logFile: String { "\(directory)/mosquitto.log" }
     public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
-    private init(directory: String, port: Int, extraConfiguration: String, process: BackgroundProcess) {
+    private init(
+        directory: String, port: Int, listener: String?, extraConfiguration: String, process: BackgroundProcess
+    ) {
         self.directory = directory
         self.port = port
+        self.listenerConfiguration = listener
         self.extraConfiguration = extraConfiguration
         self.process = Mutex(process)
     }
@@ -116,7 +122,9 @@ public final class Broker: Sendable {
         let directory = try Paths.temporaryDirectory("mq")
         let port = try freePort()
         let process = try await launch(directory: directory, port: port, listener: listener, extra: extraConfiguration)
-        return Broker(directory: directory, port: port, extraConfiguration: extraConfiguration, process: process)
+        return Broker(
+            directory: directory, port: port, listener: listener, extraConfiguration: extraConfiguration,
+            process: process)
     }
 
     private static func launch(directory: String, port: Int, listener: String?, extra: String) async throws
@@ -155,7 +163,8 @@ public final class Broker: Sendable {
         let old = process.withLock { $0 }
         _ = try await old.stop()
         if downFor > .zero { try await Task.sleep(for: downFor) }
-        let new = try await Self.launch(directory: directory, port: port, listener: listener, extra: extraConfiguration)
+        let new = try await Self.launch(
+            directory: directory, port: port, listener: listener ?? listenerConfiguration, extra: extraConfiguration)
         process.withLock { $0 = new }
     }
 
@@ -167,7 +176,8 @@ public final class Broker: Sendable {
 
     /// Starts it again after ``stop()``.
     public func start(listener: String? = nil) async throws {
-        let new = try await Self.launch(directory: directory, port: port, listener: listener, extra: extraConfiguration)
+        let new = try await Self.launch(
+            directory: directory, port: port, listener: listener ?? listenerConfiguration, extra: extraConfiguration)
         process.withLock { $0 = new }
     }
 

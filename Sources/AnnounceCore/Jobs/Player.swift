@@ -244,7 +244,6 @@ public final class Player: @unchecked Sendable {
     private func run() {
         while !isAborted, let job = nextJob() {
             play(job)
-            if queue.count == 0 && replay.isEmpty { settle(untilIdle: false) }
         }
         // The queue is closed and empty: what is in hand still plays to its end (a graceful stop), unless aborted.
         while !isAborted && (!unheard.isEmpty || !replay.isEmpty) {
@@ -274,11 +273,25 @@ public final class Player: @unchecked Sendable {
         }
     }
 
-    /// The next job: one to play again first, else the queue's next (waiting for one).
+    /// The next job: one to play again first, else the queue's next. While a burst is open (the last job may still
+    /// be leaving the device) it never blocks on the queue: it takes a job that is ready, or settles the burst
+    /// (confirms what was heard, ends the burst) before it waits — a queue that held only jobs whose ttl passed
+    /// must not leave the job before them unconfirmed and the volume raised.
     private func nextJob() -> Job? {
+        while !isAborted {
+            if !replay.isEmpty { return replay.removeFirst() }
+            guard inBurst else { break }
+            if let job = queue.tryDequeue() { return started(job) }
+            settle(untilIdle: false)
+        }
+        if isAborted { return nil }
         if !replay.isEmpty { return replay.removeFirst() }
         shared.withLock { $0.busy = false }
         guard let job = queue.dequeue() else { return nil }
+        return started(job)
+    }
+
+    private func started(_ job: Job) -> Job {
         shared.withLock {
             $0.busy = true
             $0.recovery.jobStarted()

@@ -58,7 +58,7 @@ extension Request {
         case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
         // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.
         case .today: say == true ? .submit : .read
-        case .status, .queue, .history, .ping, .metrics: .read
+        case .status, .queue, .history, .ping, .metrics, .subscribe: .read
         }
     }
 

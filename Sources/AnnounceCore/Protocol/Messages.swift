@@ -16,7 +16,7 @@ public enum ProtocolVersion {
 
 /// The operations of the protocol.
 public enum Operation: String, Sendable, CaseIterable, Codable {
-    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today
+    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today, subscribe
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -75,13 +75,16 @@ public struct Request: Codable, Sendable, Equatable {
     // today: the local day (YYYY-MM-DD; absent: today), and whether to speak it (a job, with `wait` and `lang`)
     public var date: String?
     public var say: Bool?
+    // subscribe: replay the final states of the jobs with an id above this one first
+    public var since: UInt64?
 
     public init(
         id: String? = nil, v: Int? = nil, op: String, amount: String? = nil, fen: Int64? = nil,
         channel: String? = nil, refund: Bool? = nil, lang: String? = nil, style: String? = nil,
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
-        reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil
+        reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil,
+        since: UInt64? = nil
     ) {
         self.id = id
         self.v = v
@@ -107,11 +110,12 @@ public struct Request: Codable, Sendable, Equatable {
         self.level = level
         self.date = date
         self.say = say
+        self.since = since
     }
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text, level, date, say
+            all, limit, threshold, reset, text, level, date, say, since
     }
 
     public init(from decoder: any Decoder) throws {
@@ -144,6 +148,7 @@ public struct Request: Codable, Sendable, Equatable {
         level = try c.decodeIfPresent(Int.self, forKey: .level)
         date = try c.decodeIfPresent(String.self, forKey: .date)
         say = try c.decodeIfPresent(Bool.self, forKey: .say)
+        since = try c.decodeIfPresent(UInt64.self, forKey: .since)
     }
 }
 
@@ -248,11 +253,14 @@ public struct Response: Codable, Sendable, Equatable {
     /// `today`: the day's payments and refunds heard.
     public var summary: DaySummary?
     public var error: ErrorInfo?
+    /// `subscribe`: what this line reports, a ``SubscriptionEvent`` name (text, so that an older client reads a
+    /// newer daemon's events).
+    public var event: String?
 
     public init(
         id: String?, ok: Bool, done: Bool = true, v: Int? = nil, job: JobInfo? = nil, jobs: [JobInfo]? = nil,
         status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil,
-        summary: DaySummary? = nil
+        summary: DaySummary? = nil, event: String? = nil
     ) {
         self.id = id
         self.ok = ok
@@ -265,6 +273,7 @@ public struct Response: Codable, Sendable, Equatable {
         self.metrics = metrics
         self.error = error
         self.summary = summary
+        self.event = event
     }
 
     public static func failure(id: String?, _ error: AnnounceError, job: JobInfo? = nil) -> Response {
@@ -277,7 +286,9 @@ public enum WallClock {
     public static var nowMs: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     public static func iso8601(ms: Int64) -> String {
-        Date(timeIntervalSince1970: Double(ms) / 1000).formatted(
+        // Half a millisecond more: the style truncates to milliseconds, and ms / 1000 is seldom exact in binary
+        // (…589.372 is …589.37199…, which would be written …589.371).
+        Date(timeIntervalSince1970: (Double(ms) + 0.5) / 1000).formatted(
             Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }

@@ -132,6 +132,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     /// The last payment heard (a payment, not a replay): this run's, else the journal's at start.
     public var lastPayment: JobInfo?
     public var metrics: Metrics?
+    /// The payment heard last (its last sample left the device and its `spoken` is on disk), across restarts.
+    public var lastHeard: JobInfo?
 
     public init(
         state: String, v: Int, pid: Int32, uptimeSeconds: Double, socket: String, clients: Int, queue: Queue,

@@ -19,7 +19,8 @@ enum {
     ANNOUNCE_LAZY_ESPEAK = 4,
     ANNOUNCE_LAZY_SYSTEMD = 5,
     ANNOUNCE_LAZY_MOSQUITTO = 6,
-    ANNOUNCE_LAZY_LIBRARIES = 7,
+    ANNOUNCE_LAZY_SQLITE = 7,
+    ANNOUNCE_LAZY_LIBRARIES = 8,
 };
 
 /* The file name (soname) of `library`, or NULL. */

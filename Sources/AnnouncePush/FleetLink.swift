@@ -1,0 +1,89 @@
+import AnnounceCore
+import Logging
+
+/// What the terminal tells the fleet through the broker (docs/fleet.md): its status (retained, with a last will)
+/// and a signed receipt for every payment it handed to the daemon. Wires the parts together: the daemon's event
+/// stream feeds the receipts and the status; both go out through the outbox, which the MQTT thread empties.
+///
+/// Threads: the event stream has its own (it blocks reading the daemon's socket and writes receipts to disk); the
+/// status has its own queue (it asks the daemon for `status`); the MQTT thread only notes payments handed over
+/// (one small durable write, before the payment's PUBACK) and publishes what the outbox holds. Nothing here runs on
+/// the path of a payment to the speaker: the daemon has accepted a payment before anything here hears of it.
+public final class FleetLink: Sendable {
+    public let outbox: Outbox
+    public let receipts: Receipts?
+    public let reporter: StatusReporter?
+    public let events: DaemonEvents?
+    let configuration: PushConfiguration
+
+    public init(configuration: PushConfiguration, daemon: DaemonLink, logger: Logger) throws(AnnounceError) {
+        self.configuration = configuration
+        outbox = Outbox(
+            statusTopic: configuration.statusTopic, receiptTopic: configuration.receiptTopic, logger: logger)
+        let receipts = try Self.makeReceipts(configuration, outbox: outbox, logger: logger)
+        self.receipts = receipts
+        let reporter: StatusReporter? =
+            configuration.statusEnabled
+            ? StatusReporter(
+                device: configuration.device, refreshSeconds: configuration.statusRefreshSeconds, outbox: outbox,
+                fetch: { daemon.status() },
+                receipts: { receipts.map { DeviceStatus.Receipts(summary: $0.summary) } })
+            : nil
+        self.reporter = reporter
+        if receipts != nil || reporter != nil {
+            events = DaemonEvents(
+                socketPath: configuration.socketPath, logger: logger,
+                handlers: DaemonEvents.Handlers(
+                    since: { receipts?.subscriptionSince() },
+                    final: { info in
+                        receipts?.finalState(info)
+                        reporter?.changed()
+                    },
+                    live: { unfinished in
+                        receipts?.live(unfinished: unfinished)
+                        reporter?.changed()
+                    },
+                    statusChanged: { reporter?.changed() },
+                    ended: { reporter?.changed() }))
+        } else {
+            events = nil
+        }
+        receipts?.onChange { reporter?.changed() }
+    }
+
+    private static func makeReceipts(
+        _ configuration: PushConfiguration, outbox: Outbox, logger: Logger
+    ) throws(AnnounceError) -> Receipts? {
+        guard configuration.receiptsEnabled else { return nil }
+        guard let keyID = configuration.effectiveReceiptKeyID, let key = configuration.keyring.bytes(keyID) else {
+            throw AnnounceError(.badRequest, "no key to sign receipts with ([keys], receipts.kid)")
+        }
+        let store = ReceiptStore(directory: Path.join(configuration.stateDirectory, "receipts"))
+        return Receipts(
+            store: store, settings: Receipts.Settings(device: configuration.device, keyID: keyID, key: key),
+            outbox: outbox, logger: logger)
+    }
+
+    public func start() {
+        events?.start()
+        reporter?.start()
+    }
+
+    public func stop() {
+        events?.stop()
+        reporter?.stop()
+    }
+
+    /// The payload of the status this terminal leaves when its connection dies (the MQTT last will), or publishes
+    /// itself when it stops cleanly.
+    func offlineStatus(reason: String, atMs: Int64? = nil) -> [UInt8] {
+        DeviceStatus.offline(device: configuration.device, reason: reason, atMs: atMs).payload()
+    }
+}
+
+extension DeviceStatus.Receipts {
+    init(summary: Receipts.Summary) {
+        self.init(
+            pending: summary.pending, unsaved: summary.unsaved == 0 ? nil : summary.unsaved, error: summary.error)
+    }
+}

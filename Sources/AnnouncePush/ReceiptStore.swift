@@ -1,0 +1,154 @@
+import AnnounceCore
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One payment handed to the daemon, from the moment the daemon answered until the broker acknowledged its
+/// receipt: first what is owed (the order and the daemon's job), then the signed receipt itself.
+public struct ReceiptEntry: Sendable, Equatable, Codable {
+    /// Unique in the store, growing: receipts are published in this order.
+    public var seq: UInt64
+    public var order: String
+    /// The daemon's job: the one created, or for a duplicate the one that already held the order.
+    public var job: UInt64
+    /// The daemon answered `duplicate`: the receipt says so, with the original's state.
+    public var duplicate: Bool
+    /// When the daemon answered, Unix milliseconds.
+    public var handedAt: Int64
+    /// The signed receipt (its JSON payload), once the job's state is final; nil while owed.
+    public var receipt: String?
+
+    public init(seq: UInt64, order: String, job: UInt64, duplicate: Bool, handedAt: Int64, receipt: String? = nil) {
+        self.seq = seq
+        self.order = order
+        self.job = job
+        self.duplicate = duplicate
+        self.handedAt = handedAt
+        self.receipt = receipt
+    }
+}
+
+/// The pending receipts on disk, one small JSON file per entry in a folder of the state directory
+/// (`<state_dir>/receipts/<seq>.json`), kept until the broker has acknowledged the receipt (docs/fleet.md).
+///
+/// Every change is atomic and durable before it returns: the new content goes to a temporary file that is
+/// fsynced, renamed over the entry, and the folder is fsynced; a removal is an unlink and a folder fsync. So
+/// after a crash or a power loss each entry is wholly its old or its new self, never torn. Files are written one
+/// at a time (a lock), so that two writes of one entry cannot land in the wrong order.
+public final class ReceiptStore: Sendable {
+    public let directory: String
+    /// Held while a file is written or removed.
+    private let lock = Mutex(())
+
+    /// The store in `directory`, created if needed (now if it can be, else at the first write). Leftover temporary
+    /// files of a write that never finished are removed.
+    public init(directory: String) {
+        self.directory = directory
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasSuffix(".tmp")
+        {
+            unlink(Path.join(directory, name))
+        }
+    }
+
+    /// Every entry on disk, oldest first (none if the folder does not exist yet). An unreadable file is skipped and
+    /// reported in `damaged`.
+    public func load() throws(AnnounceError) -> (entries: [ReceiptEntry], damaged: [String]) {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            guard FileManager.default.fileExists(atPath: directory) else { return ([], []) }
+            throw AnnounceError(.journal, "cannot read the receipt folder \(directory)", cause: errorReason(error))
+        }
+        var entries: [ReceiptEntry] = []
+        var damaged: [String] = []
+        for name in names where name.hasSuffix(".json") {
+            let path = Path.join(directory, name)
+            guard let data = FileManager.default.contents(atPath: path),
+                let entry = try? JSONDecoder().decode(ReceiptEntry.self, from: data),
+                name == Self.fileName(entry.seq)
+            else {
+                damaged.append(path)
+                continue
+            }
+            entries.append(entry)
+        }
+        return (entries.sorted { $0.seq < $1.seq }, damaged)
+    }
+
+    /// Writes an entry (new, or replacing the one with its `seq`), durably.
+    public func save(_ entry: ReceiptEntry) throws(AnnounceError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let bytes = Array((try? encoder.encode(entry)) ?? Data())
+        let final = Path.join(directory, Self.fileName(entry.seq))
+        let temporary = final + ".tmp"
+        try lock.withLock { _ throws(AnnounceError) in
+            var fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd < 0 && errno == ENOENT {
+                // The folder could not be made at start (or was removed): make it now.
+                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            }
+            guard fd >= 0 else { throw failure("create", temporary) }
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else {
+                    let error = failure("write", temporary)
+                    close(fd)
+                    unlink(temporary)
+                    throw error
+                }
+                offset += written
+            }
+            guard fsync(fd) == 0 else {
+                let error = failure("fsync", temporary)
+                close(fd)
+                unlink(temporary)
+                throw error
+            }
+            close(fd)
+            guard rename(temporary, final) == 0 else {
+                let error = failure("rename", temporary)
+                unlink(temporary)
+                throw error
+            }
+            try syncDirectory()
+        }
+    }
+
+    /// Removes an entry, durably (its receipt was acknowledged).
+    public func remove(_ seq: UInt64) throws(AnnounceError) {
+        let path = Path.join(directory, Self.fileName(seq))
+        try lock.withLock { _ throws(AnnounceError) in
+            guard unlink(path) == 0 || errno == ENOENT else { throw failure("remove", path) }
+            try syncDirectory()
+        }
+    }
+
+    private func syncDirectory() throws(AnnounceError) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw failure("open", directory) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw failure("fsync", directory) }
+    }
+
+    private func failure(_ what: String, _ path: String) -> AnnounceError {
+        AnnounceError(.journal, "cannot \(what) \(path)", cause: String(cString: strerror(errno)))
+    }
+
+    static func fileName(_ seq: UInt64) -> String {
+        let digits = String(seq)
+        return String(repeating: "0", count: max(0, 16 - digits.count)) + digits + ".json"
+    }
+}

@@ -1,0 +1,249 @@
+import AnnounceCore
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The terminal's status as published, retained, on `announce/<device>/status` (docs/fleet.md, "Status").
+/// Absent fields are unknown (e.g. everything the daemon reports while it does not answer).
+public struct DeviceStatus: Codable, Sendable, Equatable {
+    public struct Daemon: Codable, Sendable, Equatable {
+        /// `running`, `stopping`, or `unreachable` (it does not answer on its socket).
+        public var state: String
+        public var uptime_s: Int64?
+    }
+
+    public struct Audio: Codable, Sendable, Equatable {
+        /// The ALSA device.
+        public var device: String
+        /// `idle`, `open`, `playing`, `recovering` (the device failed; retrying).
+        public var state: String?
+        /// The last device error, while recovering or since (`code: message`).
+        public var error: String?
+    }
+
+    public struct Volume: Codable, Sendable, Equatable {
+        /// The everyday volume now, percent on alsamixer's scale.
+        public var level: Int?
+        /// An announcement is raised to this if the volume is lower, percent (absent: never raised).
+        public var threshold: Int?
+        public var muted: Bool?
+    }
+
+    public struct Queue: Codable, Sendable, Equatable {
+        /// Jobs waiting to be spoken.
+        public var depth: Int
+        /// Jobs accepted and not finished yet (waiting, playing, or their end not recorded yet).
+        public var unfinished: Int
+    }
+
+    public struct Heard: Codable, Sendable, Equatable {
+        public var order: String?
+        /// When its last sample left the device, Unix milliseconds.
+        public var at: Int64?
+    }
+
+    public struct Journal: Codable, Sendable, Equatable {
+        /// Writable, with its full-disk reserve in place, and sound at start.
+        public var ok: Bool
+        /// Job starts and ends not on disk yet (the disk cannot be written).
+        public var unrecorded: Int?
+        public var reserve: Bool?
+        public var error: String?
+        /// The journal was found damaged at start and set aside (this run began with an empty one).
+        public var recovered_from_corruption: String?
+    }
+
+    public struct Receipts: Codable, Sendable, Equatable {
+        /// Receipts owed or not acknowledged by the broker yet.
+        public var pending: Int
+        /// Of those, not on this terminal's disk (it cannot be written).
+        public var unsaved: Int?
+        public var error: String?
+    }
+
+    public var v = 1
+    public var device: String
+    public var online: Bool
+    /// When this status was made, Unix milliseconds.
+    public var at: Int64?
+    public var version: String?
+    /// Seconds since announce-push started.
+    public var uptime_s: Int64?
+    /// With `online: false`: `stopped` (a clean stop) or `connection_lost` (the broker's last will). With
+    /// `online: true`: `status_refused`, a minimal status because the broker refused the full one.
+    public var reason: String?
+    public var daemon: Daemon?
+    public var audio: Audio?
+    public var volume: Volume?
+    public var queue: Queue?
+    public var last_heard: Heard?
+    public var journal: Journal?
+    public var receipts: Receipts?
+
+    public init(device: String, online: Bool) {
+        self.device = device
+        self.online = online
+    }
+
+    /// What the broker publishes for a terminal that vanished (its last will), or a clean stop publishes.
+    public static func offline(device: String, reason: String, atMs: Int64? = nil) -> DeviceStatus {
+        var status = DeviceStatus(device: device, online: false)
+        status.reason = reason
+        status.at = atMs
+        status.version = AnnounceVersion.current
+        return status
+    }
+
+    /// A status built from the daemon's `status` (nil: it did not answer).
+    public static func online(
+        device: String, daemon: DaemonStatus?, receipts: Receipts?, uptimeSeconds: Int64, atMs: Int64
+    ) -> DeviceStatus {
+        var status = DeviceStatus(device: device, online: true)
+        status.at = atMs
+        status.version = AnnounceVersion.current
+        status.uptime_s = uptimeSeconds
+        status.receipts = receipts
+        guard let daemon else {
+            status.daemon = Daemon(state: "unreachable")
+            return status
+        }
+        status.daemon = Daemon(state: daemon.state, uptime_s: Int64(daemon.uptimeSeconds.rounded(.down)))
+        let audio = daemon.audio
+        status.audio = Audio(
+            device: audio.device, state: audio.engine?.state.rawValue,
+            error: (audio.engine?.lastError ?? audio.lastError).map { "\($0.code): \($0.message)" })
+        status.volume = Volume(level: audio.volume, threshold: audio.threshold, muted: audio.muted)
+        status.queue = Queue(depth: daemon.queue.waiting, unfinished: daemon.queue.unfinished)
+        status.last_heard = daemon.lastHeard.map {
+            Heard(order: $0.order, at: $0.finishedAt.flatMap(ISO8601Milliseconds.parse))
+        }
+        let journal = daemon.journal
+        status.journal = Journal(
+            ok: (journal.unrecorded ?? 0) == 0 && journal.lastError == nil && journal.reserve != false
+                && journal.recoveredFromCorruption == nil,
+            unrecorded: journal.unrecorded, reserve: journal.reserve,
+            error: journal.lastError.map { "\($0.code): \($0.message)" },
+            recovered_from_corruption: journal.recoveredFromCorruption)
+        return status
+    }
+
+    public func payload() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array((try? encoder.encode(self)) ?? Data())
+    }
+
+    /// The same status without what changes every time (when it was made, uptimes): two statuses that differ
+    /// only there say nothing new.
+    var comparable: DeviceStatus {
+        var copy = self
+        copy.at = nil
+        copy.uptime_s = nil
+        copy.daemon?.uptime_s = nil
+        return copy
+    }
+}
+
+/// Publishes the status: at each connection, on every change that matters (a hint from the daemon's events, a
+/// final state, a receipt acknowledged, the daemon coming or going), at most once a second, and again every
+/// `refresh` even if nothing changed. Runs on a queue of its own: asking the daemon for its `status` never holds
+/// the MQTT thread or a payment.
+public final class StatusReporter: Sendable {
+    private struct State {
+        var connected = false
+        var scheduled = false
+        /// Publish even if unchanged (a new connection, the refresh).
+        var force = false
+        var lastPublished: ContinuousClock.Instant?
+        var last: DeviceStatus?
+        var stopped = false
+    }
+
+    /// Shortest time between two statuses.
+    public static let minimumInterval = Duration.seconds(1)
+
+    let device: String
+    let refreshSeconds: Double
+    private let outbox: Outbox
+    private let fetch: @Sendable () -> DaemonStatus?
+    private let receipts: @Sendable () -> DeviceStatus.Receipts?
+    private let started = ContinuousClock.now
+    private let queue = DispatchQueue(label: "announce-push.status")
+    private let state = Mutex(State())
+
+    public init(
+        device: String, refreshSeconds: Double, outbox: Outbox, fetch: @escaping @Sendable () -> DaemonStatus?,
+        receipts: @escaping @Sendable () -> DeviceStatus.Receipts?
+    ) {
+        self.device = device
+        self.refreshSeconds = refreshSeconds
+        self.outbox = outbox
+        self.fetch = fetch
+        self.receipts = receipts
+    }
+
+    /// Starts the refresh.
+    public func start() {
+        state.withLock { $0.stopped = false }
+        queue.asyncAfter(deadline: .now() + refreshSeconds) { self.refresh() }
+    }
+
+    public func stop() { state.withLock { $0.stopped = true } }
+
+    private func refresh() {
+        guard !state.withLock({ $0.stopped }) else { return }
+        schedule(force: true)
+        queue.asyncAfter(deadline: .now() + refreshSeconds) { self.refresh() }
+    }
+
+    /// Connected to the broker: publish now. Disconnected: nothing until the next connection (the broker
+    /// publishes the last will).
+    public func connection(_ connected: Bool) {
+        state.withLock { $0.connected = connected }
+        if connected { schedule(force: true) }
+    }
+
+    /// Something that matters may have changed.
+    public func changed() { schedule(force: false) }
+
+    private func schedule(force: Bool) {
+        let delay = state.withLock { state -> Duration? in
+            if force { state.force = true }
+            guard state.connected, !state.scheduled else { return nil }
+            state.scheduled = true
+            guard let last = state.lastPublished else { return .zero }
+            return max(.zero, Self.minimumInterval - (ContinuousClock.now - last))
+        }
+        guard let delay else { return }
+        queue.asyncAfter(deadline: .now() + delay.inSeconds) { self.publish() }
+    }
+
+    private func publish() {
+        let force = state.withLock { state -> Bool in
+            state.scheduled = false
+            defer { state.force = false }
+            return state.force
+        }
+        let status = DeviceStatus.online(
+            device: device, daemon: fetch(), receipts: receipts(),
+            uptimeSeconds: (ContinuousClock.now - started).components.seconds, atMs: WallClockMs.now)
+        let publish = state.withLock { state -> Bool in
+            guard state.connected, force || state.last?.comparable != status.comparable else { return false }
+            state.last = status
+            state.lastPublished = .now
+            return true
+        }
+        if publish {
+            var minimal = DeviceStatus.offline(device: device, reason: "status_refused")
+            minimal.online = true
+            minimal.at = status.at
+            outbox.setStatus(status.payload(), minimal: minimal.payload())
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import AnnounceCore
+import AnnounceJournal
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import AnnounceServer
+
+/// The job lifecycle against a real journal (SQLite in a temporary folder).
+struct JobLifecycleTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycle-\(UUID().uuidString)").path
+
+    func lifecycle(capacity: Int) throws -> JobLifecycle {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let journal = try Journal(path: directory + "/journal.sqlite")
+        return try JobLifecycle(
+            journal: journal, capacity: capacity, dedupWindowMs: 60_000, nowMs: 1_000,
+            logger: Logger(label: "test"), wakePlayer: {}, onFinal: { _, _ in })
+    }
+
+    func payment(_ index: Int) throws -> (Job, JobRecord) {
+        let amount = try Amount(parsing: "\(index + 1).00")
+        let utterance = Utterance.payment(amount: amount, channel: "plain", refund: false)
+        let announcement = Announcement(tokens: ["到账", amount.description], text: "到账\(amount)", files: [])
+        let job = Job(id: 0, utterance: utterance, announcement: announcement, acceptedAt: Monotonic.nanos)
+        let record = JobRecord(
+            priority: .payment, utterance: utterance, lang: "zh", style: nil, liang: nil, order: nil,
+            announcement: announcement, acceptedAtMs: 1_000 + Int64(index), ttlMs: nil)
+        return (job, record)
+    }
+
+    /// Issue 16, item 5: a reload that lowers the queue bound between a job's journal commit and its enqueue must
+    /// not leave a committed job out of the queue (accepted on disk, never played until a restart). Reloads and
+    /// acceptances race here for real, from many tasks at once; afterwards the journal, the queue and the replies
+    /// must tell the same story: every job told "accepted" is queued and journaled `queued`, every job refused
+    /// was refused with `queue_full` and never reached the journal.
+    @Test func aReloadThatLowersTheBoundNeverLeavesACommittedJobUnqueued() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let lifecycle = try lifecycle(capacity: 1)
+        let submissions = 1_000
+        let payments = try (0..<submissions).map(payment)
+
+        let done = Atomic(false)
+        let reloads = Task {
+            var round = 0
+            while !done.load(ordering: .acquiring) {
+                await lifecycle.setCapacity(round % 2 == 0 ? 1 : 10_000)
+                round += 1
+                await Task.yield()
+            }
+        }
+        let outcomes = await withTaskGroup(of: Result<UInt64, AnnounceError>.self) { group in
+            for (job, record) in payments {
+                group.addTask {
+                    do throws(AnnounceError) {
+                        switch try await lifecycle.accept(job, record: record, dedupKey: nil) {
+                        case let .accepted(info): return .success(info.id)
+                        case let .duplicate(info): return .failure(AnnounceError(.duplicate, "duplicate \(info.id)"))
+                        }
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            var outcomes: [Result<UInt64, AnnounceError>] = []
+            for await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        done.store(true, ordering: .releasing)
+        await reloads.value
+
+        let accepted = Set(outcomes.compactMap { try? $0.get() })
+        let refusals = outcomes.compactMap { outcome -> AnnounceError? in
+            if case let .failure(error) = outcome { return error }
+            return nil
+        }
+        #expect(accepted.count + refusals.count == submissions)
+        #expect(refusals.allSatisfy { $0.code == .queueFull }, "\(refusals.filter { $0.code != .queueFull })")
+        #expect(!accepted.isEmpty, "the bound never let a job in: the race was not exercised")
+        #expect(!refusals.isEmpty, "the bound never refused a job: the race was not exercised")
+        let queued = Set(lifecycle.queue.snapshot.map(\.id))
+        #expect(queued == accepted, "accepted but not queued: \(accepted.subtracting(queued).sorted())")
+        let onDisk = try lifecycle.journal.countByState()
+        #expect(onDisk == ["queued": accepted.count], "the journal holds \(onDisk) for \(accepted.count) accepted")
+    }
+}
