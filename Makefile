@@ -60,6 +60,8 @@ CONF_DEFAULTS := examples/announced.toml
 ASOUND_EXAMPLE := docs/asound.conf
 # The drop-in that lets announced read the speaker's keys (group input): an installer's choice, not installed live.
 KEYS_DROPIN := systemd/announced-keys.conf
+# The drop-in that lets announced serve its metrics over HTTP on loopback: also a choice, not installed live.
+METRICS_DROPIN := systemd/announced-metrics.conf
 DOCS := README.md docs/deployment.md docs/configuration.md docs/push.md
 INSTALL ?= install
 
@@ -68,6 +70,7 @@ INSTALL ?= install
 all: build
 
 build:
+	scripts/build-info.sh
 	$(SWIFT) build $(SWIFT_FLAGS) --product $(EXECUTABLE)
 	scripts/program-links.sh $(BUILD_DIR)
 
@@ -95,7 +98,7 @@ install:
 	done
 	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 	# Examples; a config already in $(CONFDIR) is the operator's and is never overwritten.
-	for example in $(EXAMPLE_CONFIGS) $(ASOUND_EXAMPLE) $(KEYS_DROPIN); do \
+	for example in $(EXAMPLE_CONFIGS) $(ASOUND_EXAMPLE) $(KEYS_DROPIN) $(METRICS_DROPIN); do \
 	    $(INSTALL) -m 0644 "$$example" $(DESTDIR)$(DOCDIR)/examples/; \
 	done
 	for config in $(CONF_DEFAULTS); do \

@@ -25,6 +25,8 @@ let package = Package(
         // the first time one of its functions is called (CLazyLibraries), so that a program starts without the
         // libraries only the others need (docs/benchmarks.md, "Start-up").
         .target(name: "CLazyLibraries"),
+        // The commit the executable was built from (scripts/build-info.sh writes it; "unknown" without it).
+        .target(name: "CBuildInfo"),
         .systemLibrary(
             name: "CAlsa",
             path: "CAlsa",
@@ -91,6 +93,24 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The version and commit every program reports (`--version`, `status`, metrics).
+        .target(name: "AnnounceVersion", dependencies: ["CBuildInfo"]),
+        // What every program's command line shares: a usage error is one line (exit 64).
+        .target(
+            name: "AnnounceCommandLine",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // What an operator reads: logs to journald natively (fields, message ids) or to standard error, and the
+        // Prometheus endpoint over HTTP shared by the daemon and the push listener.
+        .target(
+            name: "AnnounceTelemetry",
+            dependencies: [
+                "AnnounceCore", "AnnounceSystemd", "AnnounceVersion",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // Client side of the socket protocol (announce-ctl, push listener).
         .target(name: "AnnounceClient", dependencies: ["AnnounceCore"]),
         // Hardware keys: reading evdev devices (hot-plug through inotify), key presses to shop actions. The only
@@ -110,6 +130,7 @@ let package = Package(
             name: "AnnounceServer",
             dependencies: [
                 "AnnounceCore", "AnnounceSound", "AnnounceALSA", "AnnounceJournal", "AnnounceSystemd", "AnnounceInput",
+                "AnnounceTelemetry", "AnnounceVersion",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -131,9 +152,10 @@ let package = Package(
         .target(
             name: "AnnouncePush",
             dependencies: [
-                "AnnounceCore", "AnnounceClient", "AnnounceMQTT",
+                "AnnounceCore", "AnnounceClient", "AnnounceMQTT", "AnnounceVersion",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
@@ -142,7 +164,8 @@ let package = Package(
         .target(
             name: "AnnouncedApp",
             dependencies: [
-                "AnnounceServer", "CLazyLibraries",
+                "AnnounceServer", "AnnounceTelemetry", "AnnounceVersion", "AnnounceCommandLine",
+                "CLazyLibraries",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -150,16 +173,18 @@ let package = Package(
         .target(
             name: "AnnounceCtlApp",
             dependencies: [
-                "AnnounceCore", "AnnounceClient", "AnnounceSound",
+                "AnnounceCore", "AnnounceClient", "AnnounceSound", "AnnounceVersion", "AnnounceCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
             name: "AnnouncePushApp",
             dependencies: [
-                "AnnounceCore", "AnnounceMQTT", "AnnouncePush",
+                "AnnounceCore", "AnnounceMQTT", "AnnouncePush", "AnnounceTelemetry", "AnnounceVersion",
+                "AnnounceCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with
@@ -169,7 +194,8 @@ let package = Package(
         // (debug) keep the toolchain's link, which their runtimes are made for. `make` also keeps full Foundation and
         // ICU off the link, which a manifest cannot do for its dependencies (Makefile, WITHOUT_FULL_FOUNDATION).
         .executableTarget(
-            name: "announce", dependencies: ["AnnounceCore", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
+            name: "announce",
+            dependencies: ["AnnounceCore", "AnnounceVersion", "AnnouncedApp", "AnnounceCtlApp", "AnnouncePushApp"],
             linkerSettings: [
                 .unsafeFlags(
                     [
@@ -205,6 +231,14 @@ let package = Package(
         .testTarget(
             name: "AnnounceALSATests",
             dependencies: ["AnnounceALSA", "AnnounceSound", "AnnounceTestSupport"]
+        ),
+        .testTarget(
+            name: "AnnounceTelemetryTests",
+            dependencies: [
+                "AnnounceTelemetry", "AnnounceCore", "AnnounceSystemd", "AnnounceTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "AnnounceSystemdTests",

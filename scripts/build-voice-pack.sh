@@ -53,7 +53,7 @@ zh)
     templates='{
         "plain": ["到账","{amount}"], "alipay": ["支付宝到账","{amount}"],
         "wechat": ["微信收款","{amount}"], "unionpay": ["云闪付到账","{amount}"],
-        "collect": ["收款","{amount}"],
+        "collect": ["收款","{amount}"], "collect.refund": ["退款","{amount}"],
         "plain.refund": ["退款","{amount}"], "alipay.refund": ["支付宝退款","{amount}"],
         "wechat.refund": ["微信退款","{amount}"], "unionpay.refund": ["云闪付退款","{amount}"]
     }'
@@ -110,7 +110,7 @@ en)
     templates='{
         "plain": ["payment received","{amount}"], "alipay": ["alipay payment received","{amount}"],
         "wechat": ["wechat pay payment received","{amount}"], "unionpay": ["union pay payment received","{amount}"],
-        "collect": ["payment received","{amount}"],
+        "collect": ["payment received","{amount}"], "collect.refund": ["refund","{amount}"],
         "plain.refund": ["refund","{amount}"], "alipay.refund": ["alipay refund","{amount}"],
         "wechat.refund": ["wechat pay refund","{amount}"], "unionpay.refund": ["union pay refund","{amount}"]
     }'

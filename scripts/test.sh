@@ -45,6 +45,7 @@ bounded() {  # bounded MINUTES COMMAND...: runs COMMAND for at most MINUTES (and
 scripts/setup.sh
 stage "building"
 
+scripts/build-info.sh  # the commit --version, status and the metrics report
 bounded 30 swift build --build-tests
 export ANNOUNCE_BIN_DIR
 ANNOUNCE_BIN_DIR=$(swift build --show-bin-path)

@@ -55,6 +55,7 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
         let parameters = opened.parameters
         state.withLock { status in
             status.isOpen = true
+            status.opens += 1
             status.sampleRate = parameters.sampleRate
             status.channels = parameters.channels
             status.format = parameters.format.rawValue

@@ -11,6 +11,8 @@ import Glibc
 /// Why a request could not be exchanged with the daemon (as opposed to the daemon refusing it).
 public struct ClientError: Error, CustomStringConvertible, Sendable {
     public var message: String
+    /// The errno of a failed connect (no socket, nobody listening, not allowed), else 0.
+    public var connectErrno: Int32 = 0
     public var description: String { message }
 }
 
@@ -84,9 +86,10 @@ public final class Client {
             }
         }
         guard result == 0 else {
-            let reason = String(cString: strerror(errno))
+            let code = errno
             Glibc.close(fd)
-            throw ClientError(message: "cannot connect to the daemon at \(path): \(reason)")
+            throw ClientError(
+                message: "cannot connect to the daemon at \(path): \(String(cString: strerror(code)))", connectErrno: code)
         }
         return fd
     }

@@ -1,6 +1,7 @@
 import AnnounceClient
 import AnnounceCore
 import AnnounceSound
+import AnnounceVersion
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -37,11 +38,20 @@ struct AnnounceCtl: ParsableCommand {
             per line). The socket is --socket, else $ANNOUNCE_SOCKET, else /run/announce/announce.sock for root; \
             other users get $XDG_RUNTIME_DIR/announce.sock if their own daemon runs there, else the system one.
 
-            Exit status: 0 success; 2 invalid input (an amount that cannot be read, an unknown channel, \
-            language, prompt or job); 3 refused by the daemon (queue_full, duplicate, unauthorized, \
-            shutting_down, busy …); 4 the daemon cannot be reached; 5 an announcement waited for (-w) did not \
-            play (failed, expired, cancelled); 1 any other failure; 64 usage error.
+            Every failure is one line on standard error (a daemon's refusal: on standard output, as "error: \
+            CODE: what; what to do"), saying what went wrong and what to do about it.
+
+            Exit status:
+              0   success
+              1   any other failure (a file not written, the daemon's internal error)
+              2   invalid input: a bad amount; unknown channel, language, prompt, job
+              3   refused by the daemon: duplicate, queue_full, unauthorized, busy …
+              4   the daemon cannot be reached (not running, wrong socket, no access)
+              5   an announcement waited for (-w) did not play (failed, expired …)
+              6   no voice pack found (words, render); the message says where
+              64  usage error: an unknown option or command, a missing argument
             """,
+        version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
             Say.self, Prompt.self, SayText.self, Status.self, QueueCommand.self, Cancel.self, Replay.self, History.self,
             Volume.self, Today.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
@@ -61,6 +71,37 @@ enum Exit {
     static let invalidCodes: Set<AnnounceError.Code> = [
         .invalidAmount, .badRequest, .unknownChannel, .unknownLanguage, .notFound, .missingClip,
     ]
+
+    static let noVoicePack = ExitCode(6)
+
+    /// What to do when the daemon cannot be reached, from why (`connect`'s errno).
+    static func unreachableAdvice(_ error: ClientError, path: String) -> String {
+        switch error.connectErrno {
+        case EACCES, EPERM:
+            return "you may not use that socket: ask to be put in its group (ls -l \(path) shows it), or use sudo"
+        case ENOENT, ECONNREFUSED:
+            return "is announced running? Start it (systemctl start announced.socket), or give its socket with "
+                + "--socket or $ANNOUNCE_SOCKET"
+        default:
+            return "check that announced runs (systemctl status announced) and that --socket names its socket"
+        }
+    }
+
+    /// What to do about a refusal, by its code; nil when the message says it already.
+    static func advice(code: String) -> String? {
+        switch AnnounceError.Code(rawValue: code) {
+        case .duplicate: "an order is announced once; announce-ctl replay repeats it"
+        case .queueFull, .busy: "try again in a moment"
+        case .shuttingDown: "try again once the daemon has restarted"
+        case .unknownChannel: "announce-ctl words --channel NAME 1 tries one; the voice pack's templates are its channels"
+        case .unknownLanguage: "announce-ctl status lists the daemon's voice packs"
+        case .invalidAmount: "write yuan as 100, 8.50 or 1,000.00, or give --fen"
+        case .journal: "the daemon cannot write its journal (a full disk?): see announce-ctl status and its log"
+        case .audioDevice: "the sound device failed: see announce-ctl status and the daemon's log"
+        case .muted: "the speaker is muted and the mute policy is respect: unmute it"
+        default: nil
+        }
+    }
 
     static func forError(code: String) -> ExitCode {
         let code = AnnounceError.Code(rawValue: code)
@@ -107,7 +148,8 @@ func exchange(
             } else if let job = reply.job, reply.error?.code != AnnounceError.Code.duplicate.rawValue {
                 print(Output.describe(job: job))
             } else {
-                print("error: \(reply.error?.code ?? "?"): \(reply.error?.message ?? "")")
+                let code = reply.error?.code ?? "?"
+                print("error: \(code): \(reply.error?.message ?? "")" + (Exit.advice(code: code).map { "; \($0)" } ?? ""))
             }
             fflush(nil)
         }
@@ -117,7 +159,7 @@ func exchange(
             replies = try client.send(request, onReply: show)
         }
     } catch {
-        Output.error(error.description)
+        Output.error("\(error.description); \(Exit.unreachableAdvice(error, path: path))")
         throw Exit.unreachable
     }
     guard let last = replies.last else { throw Exit.unreachable }

@@ -120,47 +120,15 @@ struct Prompt: ParsableCommand {
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show the daemon's state: queue, voices, journal, audio.")
+        commandName: "status",
+        abstract: "Show the daemon at a glance: version, uptime, device, volume, queue, last payment; then details.")
 
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
         try exchange(Request(id: requestID(), op: "status"), connection) { reply in
             guard let status = reply.status else { return "ok" }
-            var lines = [
-                "announced \(status.state), pid \(status.pid), up \(Int(status.uptimeSeconds)) s, protocol \(status.v)",
-                "socket:   \(status.socket) (\(status.clients) client\(status.clients == 1 ? "" : "s"))",
-                "queue:    \(status.queue.waiting) waiting (capacity \(status.queue.capacity)), "
-                    + "playing \(status.queue.playing.map { "job \($0)" } ?? "nothing")",
-                "voices:   "
-                    + status.voices.map { "\($0.lang)\($0.isDefault ? "*" : "") (\($0.name))" }
-                    .joined(separator: ", "),
-                "journal:  \(status.journal.path); \(status.journal.dedupOrders) order ids in a "
-                    + "\(Int(status.journal.dedupWindowSeconds)) s window; at start \(status.journal.recoveredAtStart) "
-                    + "recovered, \(status.journal.interruptedAtStart) interrupted",
-                "jobs:     since start \(status.totals.accepted) accepted"
-                    + status.totals.finished.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined()
-                    + status.totals.refused.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined(),
-            ]
-            if let moved = status.journal.recoveredFromCorruption {
-                lines.insert(
-                    "journal:  DAMAGED at start: moved to \(moved); this run began with an empty journal", at: 5)
-            }
-            var audio = "audio:    device \(status.audio.device)"
-            if let volume = status.audio.volume { audio += ", volume \(volume)%" }
-            if let threshold = status.audio.threshold { audio += ", threshold \(threshold)%" }
-            if let ducked = status.audio.ducked, !ducked.isEmpty {
-                audio += ", ducking \(ducked.joined(separator: " "))"
-            }
-            if let xruns = status.audio.xruns { audio += ", \(xruns) xruns" }
-            if let recoveries = status.audio.recoveries { audio += ", \(recoveries) recoveries" }
-            if let error = status.audio.lastError { audio += ", last error \(error.code): \(error.message)" }
-            lines.append(audio)
-            lines += status.audio.engine.map(Output.engineLines) ?? []
-            if let peer = status.peer {
-                lines.append("you:      uid \(peer.uid), gid \(peer.gid): \(peer.access.rawValue)")
-            }
-            return lines.joined(separator: "\n")
+            return StatusView.lines(status).joined(separator: "\n")
         }
     }
 }

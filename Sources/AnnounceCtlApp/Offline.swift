@@ -12,16 +12,20 @@ import Glibc
 
 /// Options of the subcommands that compose without a daemon.
 struct VoiceOptions: ParsableArguments {
-    @Option(help: "Voice pack folder, or a folder of packs (default $ANNOUNCE_VOICES or /usr/share/announce/voices).")
+    @Option(help: "Voice pack folder, or a folder of packs (default $ANNOUNCE_VOICES, else the installed packs).")
     var voices: String?
 
-    @Option(help: "Language of the voice pack to use: zh, en (a pack folder named so, or whose manifest says so).")
+    @Option(
+        name: [.short, .long],
+        help: "Language of the voice pack to use: zh, en (a pack folder named so, or whose manifest says so).")
     var lang: String = "zh"
 
-    @Option(help: "Payment channel template: plain, alipay, wechat, unionpay (as the voice pack defines).")
+    @Option(
+        name: [.short, .long],
+        help: "Payment channel template: plain, alipay, wechat, unionpay (as the voice pack defines).")
     var channel: String = "plain"
 
-    @Flag(help: "A refund.")
+    @Flag(name: [.short, .long], help: "A refund.")
     var refund = false
 
     @Option(help: "Reading style: decimal (十点五元) or units (十元五角) (default: the language's own).")
@@ -30,13 +34,11 @@ struct VoiceOptions: ParsableArguments {
     @Flag(help: "Say 两 instead of 二 before 百/千/万/亿.")
     var liang = false
 
-    var library: String {
-        voices ?? ProcessInfo.processInfo.environment["ANNOUNCE_VOICES"] ?? "/usr/share/announce/voices"
-    }
-
-    /// The pack folder for `lang`: the folder itself if it is a pack, else `<voices>/<lang>`, else the first
-    /// sub-folder whose manifest has that language.
+    /// The pack folder for `lang`, found where the daemon would look (``VoicePackSearch``: --voices, else
+    /// $ANNOUNCE_VOICES, else the installed packs): the folder itself if it is a pack, else `<voices>/<lang>`, else
+    /// the first sub-folder whose manifest has that language.
     func packDirectory() throws(AnnounceError) -> String {
+        let library = try VoicePackSearch.standard(flag: voices).locate()
         let folders = try VoicePackLoader.packFolders(library)
         if folders == [library] { return library }
         let named = Path.join(library, lang)
@@ -46,7 +48,11 @@ struct VoiceOptions: ParsableArguments {
         where Composer.languageKey(try VoicePackLoader.readManifest(directory: folder).language) == key {
             return folder
         }
-        throw AnnounceError(.unknownLanguage, "no voice pack for language \"\(lang)\" in \(library)")
+        let languages = folders.compactMap { try? VoicePackLoader.readManifest(directory: $0).language }
+        throw AnnounceError(
+            .unknownLanguage,
+            "no voice pack for language \"\(lang)\" in \(library) (it has: \(languages.sorted().joined(separator: ", "))); "
+                + "choose one with --lang, or another folder with --voices")
     }
 
     func readingOptions(_ composer: Composer) throws -> ReadingOptions {
@@ -75,6 +81,7 @@ func parseAmount(text: String?, fen: Int64?) throws(AnnounceError) -> Amount {
 func exitStatus(for error: AnnounceError) -> ExitCode {
     switch error.code {
     case .invalidAmount, .unknownChannel, .unknownLanguage, .notFound, .badRequest: Exit.invalidInput
+    case .badVoicePack: Exit.noVoicePack
     default: ExitCode(1)
     }
 }
@@ -148,7 +155,9 @@ struct Words: ParsableCommand {
                 }
                 if !announcement.missing.isEmpty {
                     let list = announcement.missing.map { "\"\($0)\"" }.joined(separator: ", ")
-                    Output.error("\(input.label): the voice pack has no clip for \(list); the chime would play")
+                    Output.error(
+                        "\(input.label): the voice pack has no clip for \(list); the chime would play (add the clip "
+                            + "to the pack, docs/voice-packs.md)")
                     worst = worst ?? ExitCode(1)
                 }
             } catch {
@@ -277,7 +286,7 @@ struct Render: ParsableCommand {
             Output.error(error.description)
             throw exitStatus(for: error)
         } catch let error as SndFileError {
-            Output.error(error.description)
+            Output.error("\(error.description); choose a file in a folder you may write with --output")
             throw ExitCode(1)
         }
     }

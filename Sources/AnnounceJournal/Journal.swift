@@ -115,7 +115,7 @@ public final class Journal: Sendable {
     }
 
     /// A read, the lock held.
-    private func read<T: Sendable>(
+    func read<T: Sendable>(
         _ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> T
     ) throws(AnnounceError) -> T {
         do {
@@ -126,7 +126,7 @@ public final class Journal: Sendable {
     }
 
     /// Runs `body` in one transaction, the lock held: all of it is on disk when this returns, or none of it.
-    private func write<T: Sendable>(
+    func write<T: Sendable>(
         _ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> T
     ) throws(AnnounceError) -> T {
         do {
@@ -347,11 +347,13 @@ public final class Journal: Sendable {
         }
     }
 
-    /// The most recently spoken payment (what `replay` repeats by default).
+    /// The most recently spoken payment (what `replay` repeats by default): a payment itself, never a replay of
+    /// one — `replay` twice repeats the same payment, not the replay.
     public func lastSpokenPayment() throws(AnnounceError) -> JobRecord? {
         try read("be read") { (db) throws(SQLiteError) in
             try JobRecord.fetchAll(
-                db, where: "state = ? AND amount IS NOT NULL ORDER BY finished_at DESC, id DESC LIMIT 1",
+                db,
+                where: "state = ? AND amount IS NOT NULL AND replay_of IS NULL ORDER BY finished_at DESC, id DESC LIMIT 1",
                 JobState.spoken.rawValue
             ).first
         }
@@ -409,12 +411,12 @@ public final class Journal: Sendable {
         try write("be purged") { (db) throws(SQLiteError) in
             try db.execute("DELETE FROM dedup WHERE accepted_at < ?", ordersBeforeMs)
             let orders = db.changes
-            try db.execute(
+            let condition = """
+                state NOT IN ('queued', 'playing') AND finished_at < ? AND id NOT IN (SELECT job_id FROM dedup)
                 """
-                DELETE FROM job WHERE state NOT IN ('queued', 'playing') AND finished_at < ?
-                    AND id NOT IN (SELECT job_id FROM dedup)
-                """,
-                jobsBeforeMs)
+            // The payment totals keep what is forgotten (Journal+Totals.swift).
+            try Self.carryPaymentTotals(db, condition: condition, arguments: [jobsBeforeMs])
+            try db.execute("DELETE FROM job WHERE " + condition, jobsBeforeMs)
             return (db.changes, orders)
         }
     }

@@ -49,6 +49,8 @@ public struct PushConfiguration: Sendable {
     /// How payments are read when a message does not say (`[reading]`): style and 两; unset, the daemon decides.
     public var reading = ReadingDefaults.Choice()
     public var logLevel = "info"
+    /// Where the Prometheus endpoint listens (`[metrics] listen`); nil: none (the default).
+    public var metricsListen: ListenAddress?
 
     /// Where pending receipts are kept until the broker acknowledges them (`<stateDirectory>/receipts`).
     public var stateDirectory = "/var/lib/announce-push"
@@ -150,7 +152,7 @@ public struct PushConfiguration: Sendable {
 
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
             let known = [
-                "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading",
+                "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading", "metrics",
                 "state_dir", "status", "receipts",
             ]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
@@ -197,6 +199,7 @@ public struct PushConfiguration: Sendable {
                 problem("keys", "at least one key is required ([keys] k1 = \"hex:…\"); nothing verifies without")
             }
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
+            if let metrics = table(root, "metrics") { readMetrics(metrics, &configuration) }
             if let reading = table(root, "reading") { readReading(reading, &configuration) }
             if let text = string(root, "state_dir", "state_dir") {
                 if text.isEmpty {
@@ -333,6 +336,23 @@ public struct PushConfiguration: Sendable {
                     case "connected": c.prompts.connectedPrompt = text
                     case "lost": c.prompts.lostPrompt = text
                     default: c.prompts.restoredPrompt = text
+                    }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        /// `[metrics] listen = "127.0.0.1:9465"`, as the daemon's (`""`: off).
+        mutating func readMetrics(_ metrics: TOMLTable, _ c: inout PushConfiguration) {
+            for key in metrics.keys {
+                let name = "metrics.\(key)"
+                switch key {
+                case "listen":
+                    guard let text = string(metrics, key, name), !text.isEmpty else { continue }
+                    do {
+                        c.metricsListen = try ListenAddress(parsing: text)
+                    } catch {
+                        problem(name, error.message)
                     }
                 default: problem(name, "unknown key")
                 }

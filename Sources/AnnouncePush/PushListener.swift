@@ -30,11 +30,13 @@ public final class PushListener: Sendable {
     public let configuration: PushConfiguration
     let logger: Logger
     let daemon: DaemonLink
+    let metrics: PushMetrics
     private let stopping = Mutex(false)
 
-    public init(configuration: PushConfiguration, logger: Logger) {
+    public init(configuration: PushConfiguration, logger: Logger, metrics: PushMetrics = PushMetrics()) {
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
         daemon = DaemonLink(socketPath: configuration.socketPath, timeoutSeconds: configuration.daemonTimeoutSeconds)
     }
 
@@ -296,9 +298,13 @@ public final class PushListener: Sendable {
             state = .connected
             backoff.reset()
             prompter.connected(now: now)
+            listener.metrics.brokerConnected()
             logger.info(
                 "connected to the broker",
-                metadata: ["broker": "\(configuration.broker)", "session_present": "\(sessionPresent)"])
+                metadata: [
+                    "event": .event(.brokerConnected), "broker": "\(configuration.broker)",
+                    "session_present": "\(sessionPresent)",
+                ])
             for topic in configuration.topics {
                 do {
                     try client.subscribe(topic, qos: 1)
@@ -311,6 +317,7 @@ public final class PushListener: Sendable {
         }
 
         func disconnected(code: Int32) {
+            if state == .connected || state == .abandoned { listener.metrics.brokerDisconnected() }
             switch state {
             case .connected where code == 0:
                 logger.info("disconnected from the broker")
@@ -325,7 +332,8 @@ public final class PushListener: Sendable {
 
         func lost(reason: String) {
             logger.warning(
-                "connection to the broker lost", metadata: ["broker": "\(configuration.broker)", "error": "\(reason)"])
+                "connection to the broker lost",
+                metadata: ["event": .event(.brokerLost), "broker": "\(configuration.broker)", "error": "\(reason)"])
             fleet.outbox.connectionEnded(byBroker: true)
             state = .closed
         }
@@ -409,6 +417,7 @@ public final class PushListener: Sendable {
         func received(_ message: MQTTMessage) {
             // After an abandon, the rest of what was already read must not be acknowledged either.
             guard state == .connected else { return }
+            listener.metrics.messageReceived()
             var metadata: Logger.Metadata = ["topic": "\(message.topic)", "mid": "\(message.mid)"]
             let payment: VerifiedPayment
             do throws(AnnounceError) {
@@ -417,7 +426,10 @@ public final class PushListener: Sendable {
                 }
                 payment = try verifier.verify(message.payload, nowMs: WallClockMs.now)
             } catch {
+                listener.metrics.messageRefused(reason: error.code)
+                metadata["event"] = .event(.pushRefused)
                 metadata["reason"] = "\(error.code)"
+                metadata["error.code"] = "\(error.code)"
                 metadata["detail"] = "\(error.message)"
                 if let order = try? PushMessage(payload: message.payload) {
                     metadata["order.id"] = "\(order.order)"
@@ -428,28 +440,38 @@ public final class PushListener: Sendable {
             }
             metadata["order.id"] = "\(payment.message.order)"
             metadata["amount"] = "\(payment.amount)"
+            metadata["amount_fen"] = "\(payment.amount.fen)"
+            metadata["channel"] = "\(payment.message.channel)"
             let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
             var retry = Backoff(Backoff.Policy(initialSeconds: 0.1, maximumSeconds: 1))
             while true {
                 switch listener.daemon.forward(payment) {
                 case .accepted(let job):
+                    listener.metrics.payment(.accepted)
+                    metadata["event"] = .event(.pushForwarded)
                     metadata["job.id"] = "\(job.id)"
                     noteForReceipt(order: payment.message.order, reply: .accepted(job), &metadata)
                     logger.info("payment forwarded", metadata: metadata)
                     return
                 case .duplicate(let job):
+                    listener.metrics.payment(.duplicate)
+                    metadata["event"] = .event(.duplicate)
                     metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
                     if let job { noteForReceipt(order: payment.message.order, reply: .duplicate(job), &metadata) }
                     logger.notice("payment already with the daemon (duplicate); not spoken again", metadata: metadata)
                     return
                 case .refused(let error):
+                    listener.metrics.payment(.refused)
+                    metadata["event"] = .event(.pushRefused)
                     metadata["code"] = "\(error.code)"
+                    metadata["error.code"] = "\(error.code)"
                     metadata["detail"] = "\(error.message)"
                     noteForReceipt(order: payment.message.order, reply: .refused(error), &metadata)
                     logger.error("the daemon refused the payment", metadata: metadata)
                     return
                 case .unavailable(let reason):
                     if listener.isStopping || ContinuousClock.now >= deadline {
+                        listener.metrics.payment(.unavailable)
                         metadata["error"] = "\(reason)"
                         logger.warning(
                             "the daemon cannot take the payment; leaving it unacknowledged for the broker to redeliver",

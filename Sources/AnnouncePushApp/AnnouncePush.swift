@@ -1,6 +1,8 @@
 import AnnounceCore
 import AnnounceMQTT
 import AnnouncePush
+import AnnounceTelemetry
+import AnnounceVersion
 import ArgumentParser
 import Dispatch
 #if canImport(FoundationEssentials)
@@ -18,6 +20,7 @@ struct AnnouncePushCommand: ParsableCommand {
         commandName: "announce-push",
         abstract: "Receives signed payment notifications over MQTT and has announced speak them.",
         discussion: "See docs/push.md (message format, configuration) and docs/fleet.md.",
+        version: BuildInfo.line(program: "announce-push"),
         subcommands: [Run.self, CheckConfig.self, Sign.self, Publish.self],
         defaultSubcommand: Run.self
     )
@@ -49,21 +52,43 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("log-level"), help: "Overrides log_level of the config: trace … critical.")
     var logLevel: String?
 
+    @Option(
+        name: .customLong("metrics-listen"),
+        help: ArgumentHelp(
+            "Serve Prometheus metrics over HTTP at HOST:PORT/metrics (overrides metrics.listen; off: none).",
+            valueName: "address"))
+    var metricsListen: String?
+
     func validate() throws {
         if let logLevel, Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("unknown --log-level \(logLevel)")
+        }
+        _ = try metricsAddress(default: nil)
+    }
+
+    /// `--metrics-listen` over the configuration's `metrics.listen`.
+    func metricsAddress(default configured: ListenAddress?) throws -> ListenAddress? {
+        guard let metricsListen else { return configured }
+        if metricsListen == "off" { return nil }
+        do {
+            return try ListenAddress(parsing: metricsListen)
+        } catch {
+            throw ValidationError("--metrics-listen: \(error.message) (like metrics.listen in the config file)")
         }
     }
 
     func run() throws {
         let configuration = try options.load()
         let level = Logger.Level(rawValue: logLevel ?? configuration.logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        AnnounceLogHandler.bootstrap(program: "announce-push", level: level)
+        let logger = Logger(label: "announce-push")
+        let metrics = PushMetrics()
+        let endpoint = try metricsAddress(default: configuration.metricsListen).map { address in
+            MetricsEndpoint(address: address, program: "announce-push", logger: logger) { metrics.exposition() }
         }
-        let listener = PushListener(configuration: configuration, logger: Logger(label: "announce-push"))
+        _ = try? endpoint?.start().wait()
+        defer { endpoint?.stopNow() }
+        let listener = PushListener(configuration: configuration, logger: logger, metrics: metrics)
         // SIGTERM (systemd) and SIGINT stop the listener; it closes the session and returns.
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGTERM, SIGINT] {
@@ -76,7 +101,7 @@ struct Run: ParsableCommand {
         do {
             try listener.run()
         } catch {
-            Logger(label: "announce-push").critical("cannot start", metadata: ["error": "\(error)"])
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
         sources.forEach { $0.cancel() }
@@ -101,6 +126,7 @@ struct CheckConfig: ParsableCommand {
             daemon      \(c.socketPath)  hold \(c.holdSeconds) s
             keys        \(c.keyring.ids.joined(separator: " "))
             window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
+            metrics     \(c.metricsListen.map { "http://\($0)/metrics" } ?? "off")
             reading     style \(c.reading.style?.rawValue ?? "(the daemon's)")  liang \
             \(c.reading.liang.map(String.init) ?? "(the daemon's)")
             status      \(c.statusEnabled ? "\(c.statusTopic) (retained, last will; refresh \(c.statusRefreshSeconds) s)" : "off")

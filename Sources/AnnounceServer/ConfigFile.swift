@@ -79,13 +79,18 @@ public enum ConfigFile {
                 case "socket_group": string(key, value) { $0.socketGroup = $1.isEmpty ? nil : $1 }
                 case "device": string(key, value) { $0.device = $1 }
                 case "state_dir": string(key, value) { $0.stateDirectory = $1 }
-                case "voices": string(key, value) { $0.voicesDirectory = $1 }
+                case "voices":
+                    string(key, value) { [source] configuration, path in
+                        configuration.voicesDirectory = path
+                        configuration.voicesOrigin = "voices in \(source)"
+                    }
                 case "lang": string(key, value) { $0.language = $1 }
                 case "log_level": string(key, value) { $0.logLevel = $1 }
                 case "queue": section(key, value) { reader, key, value in reader.queue(key, value) }
                 case "audio": section(key, value) { reader, key, value in reader.audio(key, value) }
                 case "access": section(key, value) { reader, key, value in reader.access(key, value) }
                 case "limits": section(key, value) { reader, key, value in reader.limits(key, value) }
+                case "metrics": section(key, value) { reader, key, value in reader.metrics(key, value) }
                 case "reading": section(key, value) { reader, key, value in reader.reading(key, value) }
                 case "keys": section(key, value) { reader, key, value in reader.keys(key, value) }
                 case "summary": section(key, value) { reader, key, value in reader.summary(key, value) }
@@ -175,6 +180,25 @@ public enum ConfigFile {
             case "shutdown_timeout": duration("limits.\(key)", value) { $0.shutdownTimeoutSeconds = $1 }
             case "subscriber_buffer": int(key, value) { $0.subscriberBuffer = $1 }
             default: problem("limits.\(key)", "unknown key")
+            }
+        }
+
+        mutating func metrics(_ key: String, _ value: any TOMLValueConvertible) {
+            switch key {
+            case "listen":
+                guard let text = value.string else {
+                    return problem("metrics.\(key)", "must be a string such as \"127.0.0.1:9464\" (\"\": off)")
+                }
+                guard !text.isEmpty else {
+                    configuration.metricsListen = nil
+                    return
+                }
+                do {
+                    configuration.metricsListen = try ListenAddress(parsing: text)
+                } catch {
+                    problem("metrics.\(key)", error.message)
+                }
+            default: problem("metrics.\(key)", "unknown key")
             }
         }
 

@@ -1,5 +1,6 @@
 import AnnounceCore
 import AnnounceSound
+import AnnounceTelemetry
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -35,7 +36,8 @@ extension Daemon {
         let problems = new.problems()
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         let policy = try AccessPolicy(configuration: new)
-        let voices = try VoicePackLoader.loadLibrary(directory: new.voicesDirectory, defaultLanguage: new.language)
+        let voices = try VoicePackLoader.loadLibrary(
+            directory: new.voicesSearch.locate(), defaultLanguage: new.language)
         var needRestart: [String] = []
         let old = configuration
         if new.socketPath != old.socketPath { needRestart.append("socket") }
@@ -44,6 +46,7 @@ extension Daemon {
         }
         if new.device != old.device { needRestart.append("device") }
         if new.stateDirectory != old.stateDirectory { needRestart.append("state_dir") }
+        if new.metricsListen != old.metricsListen { needRestart.append("metrics.listen") }
         if new.subscriberBuffer != old.subscriberBuffer { needRestart.append("limits.subscriber_buffer") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
             || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
@@ -61,6 +64,7 @@ extension Daemon {
         effective.socketGroup = old.socketGroup
         effective.device = old.device
         effective.stateDirectory = old.stateDirectory
+        effective.metricsListen = old.metricsListen
         effective.subscriberBuffer = old.subscriberBuffer
         effective.audio = old.audio
         effective.audio.volumeThresholdDecibels = new.audio.volumeThresholdDecibels
@@ -75,11 +79,12 @@ extension Daemon {
         volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
         jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
         player.replacePack(voices.defaultPack)
-        if let level = Logger.Level(rawValue: new.logLevel) { DaemonLogHandler.level = level }
+        Self.logWarnings(of: voices, logger)
+        if let level = Logger.Level(rawValue: new.logLevel) { AnnounceLogHandler.level = level }
         logger.notice(
             "configuration reloaded",
             metadata: [
-                "voices": "\(voices.languages.sorted().joined(separator: ","))",
+                "event": .event(.reloaded), "voices": "\(voices.languages.sorted().joined(separator: ","))",
                 "capacity": "\(new.queueCapacity)", "queued": "\(jobs.queue.count)",
                 "restart_needed_for": "\(needRestart.joined(separator: ","))",
             ])
@@ -92,7 +97,10 @@ extension Daemon {
         let waiting = await jobs.close()
         logger.notice(
             "stopping: finishing the announcement playing; waiting jobs stay in the journal",
-            metadata: ["waiting": "\(waiting.count)", "playing": "\(player.playingJobID.map(String.init) ?? "none")"])
+            metadata: [
+                "event": .event(.stopping), "waiting": "\(waiting.count)",
+                "playing": "\(player.playingJobID.map(String.init) ?? "none")",
+            ])
         let timeout = live.withLock { $0.configuration.shutdownTimeoutSeconds }
         let player = self.player
         let logger = self.logger

@@ -1,5 +1,6 @@
 import AnnounceCore
 import AnnounceJournal
+import AnnounceVersion
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -19,7 +20,7 @@ extension Daemon {
         for info in cancelled where info.state == .cancelled {
             logger.info("job cancelled", metadata: ["job.id": "\(info.id)"])
         }
-        metrics.queueDepth(jobs.queue.count)
+        metrics.queueDepth(waitingByPriority)
         return cancelled
     }
 
@@ -104,6 +105,18 @@ extension Daemon {
             peer: peer.map {
                 DaemonStatus.Peer(pid: $0.pid, uid: $0.uid, gid: $0.gid, access: current.policy.access(for: $0))
             })
+        status.version = BuildInfo.version
+        status.commit = BuildInfo.commit
+        status.lastPayment = lastPayment.withLock { $0 }
+        if let endpoint = metricsEndpoint {
+            var metrics = DaemonStatus.Metrics(listen: "\(endpoint.address)")
+            switch endpoint.state {
+            case .serving(let address): metrics.serving = "\(address)"
+            case .unavailable(let reason): metrics.error = reason
+            case .starting, .stopped: break
+            }
+            status.metrics = metrics
+        }
         status.lastHeard = jobs.lastHeard
         return status
     }
@@ -141,6 +154,21 @@ extension Daemon {
         jobs.events.statusChanged()
         logger.notice("volume threshold set", metadata: ["threshold": "\(percent.map(String.init) ?? "config")"])
         return audioStatus()
+    }
+
+    /// Waiting jobs per priority class, now.
+    var waitingByPriority: [JobPriority: Int] {
+        var counts: [JobPriority: Int] = [:]
+        for job in jobs.queue.snapshot { counts[job.priority, default: 0] += 1 }
+        return counts
+    }
+
+    /// Every metric in the Prometheus text format, brought up to date (the queue, the audio engine's counters).
+    /// Reads counters and snapshots only — no device, mixer or journal I/O — so a scrape on the metrics thread
+    /// never waits for the audio thread, nor holds it up.
+    public func metricsText() -> String {
+        metrics.queueDepth(waitingByPriority)
+        return metrics.exposition(health: player.health(), uptimeSeconds: Double(Monotonic.nanos - startedAt) / 1e9)
     }
 
     public func access(for peer: PeerCredentials) -> Access { live.withLock { $0.policy.access(for: peer) } }

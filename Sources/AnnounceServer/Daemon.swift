@@ -2,6 +2,8 @@ import AnnounceALSA
 import AnnounceCore
 import AnnounceSound
 import AnnounceJournal
+import AnnounceTelemetry
+import AnnounceVersion
 import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -49,6 +51,10 @@ public final class Daemon: Sendable {
     let startedAt = Monotonic.nanos
     let recovered: (pending: Int, interrupted: Int)
     let clients = Atomic<Int>(0)
+    /// The last payment heard (replays aside), for `status`: this run's, else the journal's at start.
+    let lastPayment: Mutex<JobInfo?>
+    /// The Prometheus endpoint over HTTP, if `metrics.listen` asks for one (started by ``DaemonRunner``).
+    public let metricsEndpoint: MetricsEndpoint?
 
     public init(
         configuration: DaemonConfiguration, logger: Logger, metricsRegistry: PrometheusCollectorRegistry? = nil
@@ -60,7 +66,7 @@ public final class Daemon: Sendable {
         let policy = try AccessPolicy(configuration: configuration)
         let started = Monotonic.nanos
         let voices = try VoicePackLoader.loadLibrary(
-            directory: configuration.voicesDirectory, defaultLanguage: configuration.language)
+            directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language)
         for pack in voices.packs {
             logger.info(
                 "voice pack loaded",
@@ -69,6 +75,7 @@ public final class Daemon: Sendable {
                     "clips": "\(pack.clips.count)", "default": "\(pack.language == voices.defaultPack.language)",
                 ])
         }
+        Self.logWarnings(of: voices, logger)
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
         let journal = try Journal(path: configuration.journalPath)
         if let evidence = journal.recoveredFromCorruption {
@@ -77,7 +84,10 @@ public final class Daemon: Sendable {
                 the journal was damaged: moved aside, starting with an empty journal (the jobs, order ids and \
                 history in it are not known to this run; see docs/deployment.md)
                 """,
-                metadata: ["journal": "\(configuration.journalPath)", "moved_to": "\(evidence)"])
+                metadata: [
+                    "event": .event(.journalDamaged), "journal": "\(configuration.journalPath)",
+                    "moved_to": "\(evidence)",
+                ])
         }
         let (mode, synchronous) = try journal.durabilitySettings()
         logger.info(
@@ -91,8 +101,16 @@ public final class Daemon: Sendable {
                 metadata: ["path": "\(configuration.journalPath).reserve"])
         }
         let override = try journal.setting(Self.thresholdSetting).flatMap(Int.init)
+        lastPayment = Mutex(try journal.lastSpokenPayment()?.info)
         live = Mutex(Live(configuration: configuration, policy: policy, voices: voices, thresholdOverride: override))
-        let metrics = DaemonMetrics(registry: metricsRegistry)
+        var paymentTotals = Journal.PaymentTotals()
+        do {
+            paymentTotals = try journal.paymentTotals()
+        } catch {
+            logger.warning(
+                "payment totals start from 0 (the journal's could not be read)", metadata: ["error": "\(error)"])
+        }
+        let metrics = DaemonMetrics(registry: metricsRegistry, paymentTotals: paymentTotals)
         self.metrics = metrics
 
         let nowMs = WallClock.nowMs
@@ -114,6 +132,11 @@ public final class Daemon: Sendable {
             wakePlayer: { events.daemon?.player.wake() }
         ) { info, result in
             events.daemon?.ended(info, result: result)
+        }
+        metricsEndpoint = configuration.metricsListen.map { address in
+            MetricsEndpoint(address: address, program: "announced", logger: logger) {
+                events.daemon?.metricsText() ?? ""
+            }
         }
         player = Player(
             queue: jobs.queue, pack: voices.defaultPack, sink: audio.sink, settings: audio.settings,
@@ -143,6 +166,12 @@ public final class Daemon: Sendable {
     public func start() {
         guard !playerStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         player.start()
+        logger.notice(
+            "ready",
+            metadata: [
+                "event": .event(.started), "version": "\(BuildInfo.version)", "commit": "\(BuildInfo.commit)",
+                "device": "\(configuration.device)", "queued": "\(jobs.queue.count)",
+            ])
     }
 
     // MARK: Accepting jobs
@@ -171,15 +200,17 @@ public final class Daemon: Sendable {
         if case .accepted(let info) = submission {
             let journalNanos = Monotonic.nanos - committing
             metrics.jobAccepted(request.priority, journalNanos: journalNanos)
-            metrics.queueDepth(jobs.queue.count)
+            metrics.queueDepth(waitingByPriority)
             jobs.events.statusChanged()
-            var metadata: Logger.Metadata = [
-                "job.id": "\(info.id)", "text": "\(announcement.text)", "priority": "\(request.priority.rawValue)",
-                "journal_ms": "\(Double(journalNanos) / 1e6)",
-            ]
-            if let order = request.order { metadata["order.id"] = "\(order)" }
-            if let replayOf { metadata["replay_of"] = "\(replayOf)" }
+            var metadata = Self.jobMetadata(info, event: .accepted)
+            metadata["text"] = "\(announcement.text)"
+            metadata["journal_ms"] = "\(Double(journalNanos) / 1e6)"
             logger.info("job accepted", metadata: metadata)
+        } else if case .duplicate(let original) = submission {
+            // Not an error: a payment delivered twice (a retry, a second channel) is heard once.
+            var metadata = Self.jobMetadata(original, event: .duplicate)
+            metadata["order.id"] = request.order.map { "\($0)" }
+            logger.notice("order already accepted; not announced again", metadata: metadata)
         }
         return submission
     }
@@ -236,23 +267,33 @@ public final class Daemon: Sendable {
             case let .retry(afterMs):
                 logger.error(
                     "audio device failed; retrying, every job not heard yet will be played again from its start",
-                    metadata: ["job.id": "\(job)", "error": "\(error)", "retry_in_ms": "\(afterMs)"])
+                    metadata: [
+                        "event": .event(.deviceFailed), "job.id": "\(job)", "error": "\(error)",
+                        "error.code": "\(error.code.rawValue)", "retry_in_ms": "\(afterMs)",
+                    ])
             case .giveUp:
                 logger.error(
                     "audio device failed for too long; the job is reported failed",
-                    metadata: ["job.id": "\(job)", "error": "\(error)"])
+                    metadata: [
+                        "event": .event(.deviceFailed), "job.id": "\(job)", "error": "\(error)",
+                        "error.code": "\(error.code.rawValue)", "gave_up": "true",
+                    ])
             }
         case let .deviceRecovered(failures):
             jobs.events.statusChanged()
-            logger.notice("audio device works again", metadata: ["failures": "\(failures)"])
+            logger.notice(
+                "audio device works again", metadata: ["event": .event(.deviceRecovered), "failures": "\(failures)"])
         }
     }
 
     /// A job's final state is on disk: count it and log it.
     private func ended(_ info: JobInfo, result: JobResult?) {
-        metrics.jobFinished(info.state, firstSampleNanos: result?.firstSampleNanos)
-        metrics.queueDepth(jobs.queue.count)
-        var metadata: Logger.Metadata = ["job.id": "\(info.id)", "state": "\(info.state.rawValue)"]
+        metrics.jobFinished(info, firstSampleNanos: result?.firstSampleNanos)
+        metrics.queueDepth(waitingByPriority)
+        if info.state == .spoken, info.amount != nil, info.replayOf == nil {
+            lastPayment.withLock { $0 = info }
+        }
+        var metadata = Self.jobMetadata(info, event: EventKind.ended(info.state))
         if let firstSampleMs = info.firstSampleMs { metadata["first_sample_ms"] = "\(firstSampleMs)" }
         if let heardAt = result?.heardAt {
             // How long after its last sample left the device the job was on disk as spoken: a crash within this
@@ -262,13 +303,43 @@ public final class Daemon: Sendable {
             metadata["record_ms"] = "\(Double(windowNanos) / 1e6)"
         }
         if let attempts = info.attempts, attempts > 1 { metadata["attempts"] = "\(attempts)" }
-        if let order = info.order { metadata["order.id"] = "\(order)" }
         if let error = info.error {
             metadata["error"] = "\(error.code): \(error.message)"
+            metadata["error.code"] = "\(error.code)"
             logger.warning("job finished", metadata: metadata)
         } else {
             logger.info("job finished", metadata: metadata)
         }
+    }
+
+    /// What a pack that loaded lacks (a prompt's clip): the chime plays instead when it is asked for, so it is
+    /// said at load, not first heard as a chime.
+    static func logWarnings(of voices: VoiceLibrary, _ logger: Logger) {
+        for pack in voices.packs {
+            for warning in pack.warnings {
+                logger.warning(
+                    "voice pack \"\(pack.manifest.name)\": \(warning); the chime plays instead (add the clip, docs/voice-packs.md)",
+                    metadata: ["lang": "\(pack.language)", "pack": "\(pack.manifest.name)", "dir": "\(pack.directory)"])
+            }
+        }
+    }
+
+    /// A job's fields in a log entry (journal fields `JOB_ID`, `ORDER_ID`, `CHANNEL`, `AMOUNT_FEN`, `STATE` …),
+    /// and the kind of event (`MESSAGE_ID`).
+    static func jobMetadata(_ info: JobInfo, event: EventKind) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            "event": .event(event), "job.id": "\(info.id)", "state": "\(info.state.rawValue)",
+        ]
+        if let priority = info.priority { metadata["priority"] = "\(priority.rawValue)" }
+        if let order = info.order { metadata["order.id"] = "\(order)" }
+        if let channel = info.channel { metadata["channel"] = "\(channel)" }
+        if let amount = info.amount, let parsed = try? Amount(parsing: amount) {
+            metadata["amount_fen"] = "\(parsed.fen)"
+        }
+        if info.refund == true { metadata["refund"] = "true" }
+        if let prompt = info.prompt { metadata["prompt"] = "\(prompt)" }
+        if let replayOf = info.replayOf { metadata["replay_of"] = "\(replayOf)" }
+        return metadata
     }
 }
 

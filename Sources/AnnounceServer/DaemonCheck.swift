@@ -26,12 +26,15 @@ public enum DaemonCheck {
         var voiceLines: [String] = []
         do {
             let library = try VoicePackLoader.loadLibrary(
-                directory: configuration.voicesDirectory, defaultLanguage: configuration.language)
+                directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language)
             for pack in library.packs.sorted(by: { $0.language < $1.language }) {
                 let isDefault = pack.language == library.defaultPack.language
                 voiceLines.append(
                     "# voice \(pack.language): \"\(pack.manifest.name)\" \(pack.clips.count) clips, \(pack.sampleRate) Hz, "
                         + "\(pack.directory)\(isDefault ? " (default)" : "")")
+                for warning in pack.warnings {
+                    voiceLines.append("# warning: voice \(pack.language): \(warning); the chime plays instead")
+                }
             }
         } catch {
             problems.append("voices: \(error.message)")

@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceSound
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -25,6 +26,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var stateDirectory: String
     /// Folder holding voice packs (one sub-folder each) or a voice pack itself.
     public var voicesDirectory: String
+    /// How `voicesDirectory` was chosen (``VoicePackSearch``): `--voices`, `voices in FILE`, `$ANNOUNCE_VOICES`,
+    /// `installed` — said in the error when no pack is there.
+    public var voicesOrigin = VoicePackSearch.installedOrigin
     /// Language of the voice pack used when a request names none ("zh", "en", …).
     public var language = "zh"
     public var logLevel = "info"
@@ -110,6 +114,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// Events a `subscribe` client may leave unread before it is dropped (`lagged`).
     public var subscriberBuffer = 1024
 
+    // Metrics
+    /// Where the Prometheus endpoint listens (`GET /metrics`); nil: no endpoint (the default).
+    public var metricsListen: ListenAddress?
+
     public init(socketPath: String, stateDirectory: String, voicesDirectory: String) {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
@@ -132,10 +140,23 @@ public struct DaemonConfiguration: Sendable, Equatable {
         -> DaemonConfiguration
     {
         let isRoot = getuid() == 0
-        return DaemonConfiguration(
+        // Voice packs as announce-ctl finds them: $ANNOUNCE_VOICES, else the installed ones (the config file and
+        // --voices come over this).
+        let search = VoicePackSearch.standard(flag: nil, environment: environment[VoicePackSearch.environmentVariable])
+        let place = search.places.first { VoicePackSearch.inspect($0.path) == nil } ?? search.places[0]
+        var configuration = DaemonConfiguration(
             socketPath: defaultSocketPath(isRoot: isRoot, runtimeDirectory: environment["XDG_RUNTIME_DIR"]),
             stateDirectory: isRoot ? "/var/lib/announce" : "\(environment["HOME"] ?? "/tmp")/.local/state/announce",
-            voicesDirectory: "/usr/share/announce/voices")
+            voicesDirectory: place.path)
+        configuration.voicesOrigin = place.origin
+        return configuration
+    }
+
+    /// Where the voice packs are looked for: the folder chosen, and for the installed default every installed place.
+    public var voicesSearch: VoicePackSearch {
+        let chosen = VoicePackSearch.Place(path: voicesDirectory, origin: voicesOrigin)
+        guard voicesOrigin == VoicePackSearch.installedOrigin else { return VoicePackSearch(places: [chosen]) }
+        return VoicePackSearch(places: [chosen] + VoicePackSearch.installed.places.filter { $0 != chosen })
     }
 
     /// The journal file inside the state folder.
@@ -249,7 +270,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             socket_group = \(socketGroup.map { "\"\($0)\"" } ?? "(the daemon's)")
             device = "\(device)"
             state_dir = "\(stateDirectory)"
-            voices = "\(voicesDirectory)"
+            voices = "\(voicesDirectory)" # \(voicesOrigin)
             lang = "\(language)"
             log_level = "\(logLevel)"
             [queue]
@@ -291,6 +312,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
             write_timeout = \(Duration.describe(writeTimeoutSeconds))
             shutdown_timeout = \(Duration.describe(shutdownTimeoutSeconds))
             subscriber_buffer = \(subscriberBuffer)
+            [metrics]
+            listen = \(metricsListen.map { "\"\($0)\"" } ?? "(off)")
             """
     }
 }
@@ -320,6 +343,8 @@ public struct ConfigurationOverrides: Sendable {
     public var idleTimeoutSeconds: Double?
     public var requestTimeoutSeconds: Double?
     public var shutdownTimeoutSeconds: Double?
+    /// `--metrics-listen`: `.some(nil)` turns the endpoint off (`--metrics-listen off`).
+    public var metricsListen: ListenAddress??
     /// `--volume-threshold`: a percentage replaces the configured threshold (dB or percent), and so does a dB value.
     public var volumeThreshold: VolumeLevel?
     /// `--reading-style`, `--liang`/`--no-liang`: the terminal's reading defaults (`reading.style`, `reading.liang`).
@@ -339,7 +364,10 @@ public struct ConfigurationOverrides: Sendable {
         if let socketGroup { configuration.socketGroup = socketGroup.isEmpty ? nil : socketGroup }
         set(device, \.device)
         set(stateDirectory, \.stateDirectory)
-        set(voicesDirectory, \.voicesDirectory)
+        if let voicesDirectory {
+            configuration.voicesDirectory = voicesDirectory
+            configuration.voicesOrigin = "--voices"
+        }
         set(language, \.language)
         set(logLevel, \.logLevel)
         set(queueCapacity, \.queueCapacity)
@@ -357,6 +385,7 @@ public struct ConfigurationOverrides: Sendable {
         set(idleTimeoutSeconds, \.idleTimeoutSeconds)
         set(requestTimeoutSeconds, \.requestTimeoutSeconds)
         set(shutdownTimeoutSeconds, \.shutdownTimeoutSeconds)
+        if let metricsListen { configuration.metricsListen = metricsListen }
         switch volumeThreshold {
         case let .percent(value)?:
             configuration.volumeThreshold = Int(value.rounded())

@@ -58,6 +58,9 @@ public struct DaemonRunner: Service {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let (shutdown, trigger) = AsyncStream<Void>.makeStream()
         let server = SocketServer(daemon: daemon, listener: listener, logger: logger)
+        // The metrics endpoint first (its own thread; a failure to bind is logged and retried, never fatal), so
+        // that it serves once the daemon is ready.
+        try? await daemon.metricsEndpoint?.start().get()
         // The keys, the day's total at its time, the everyday volume level: beside the socket, with the player.
         let shop = ShopServices(daemon: daemon)
         var failure: (any Error)?
@@ -106,6 +109,7 @@ public struct DaemonRunner: Service {
             SystemdIntegration.stopping(logger: logger)
             trigger.finish()
         }
+        await daemon.metricsEndpoint?.stop()
         logger.notice("stopped")
         if let failure { throw failure }
     }
@@ -121,7 +125,9 @@ public struct DaemonRunner: Service {
                     metadata: ["settings": "\(needRestart.joined(separator: ", "))"])
             }
         } catch {
-            logger.error("reload failed; the previous configuration stays in force", metadata: ["error": "\(error)"])
+            logger.error(
+                "reload failed; the previous configuration stays in force",
+                metadata: ["event": .event(.reloadFailed), "error": "\(error)"])
         }
     }
 }

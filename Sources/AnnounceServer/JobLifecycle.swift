@@ -398,7 +398,10 @@ final class JobLifecycle: Sendable {
                 if failures == 1 || failures % 100 == 0 {
                     logger.error(
                         "journal: cannot record the jobs' progress; retrying (their ends are published once recorded)",
-                        metadata: ["changes": "\(batch.count)", "error": "\(error)", "failures": "\(failures)"])
+                        metadata: [
+                            "event": .event(.journalUnwritable), "changes": "\(batch.count)", "error": "\(error)",
+                            "failures": "\(failures)",
+                        ])
                 }
                 let backoffMs = min(2_000, 25 << min(failures, 7))
                 recorder.asyncAfter(deadline: .now() + .milliseconds(backoffMs)) { self.writeUnrecorded() }

@@ -34,7 +34,10 @@ struct RequestHandler: Sendable {
                 let who = AccessPolicy.userName(peer.uid).map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
                 daemon.logger.warning(
                     "request refused: unauthorized",
-                    metadata: ["op": "\(request.op)", "peer.uid": "\(peer.uid)", "peer.pid": "\(peer.pid)"])
+                    metadata: [
+                        "event": .event(.unauthorized), "op": "\(request.op)", "peer.uid": "\(peer.uid)",
+                        "peer.pid": "\(peer.pid)",
+                    ])
                 throw AnnounceError(
                     .unauthorized,
                     "\(who) may not use \(request.op) (it needs \(required.rawValue) access; see access.* in "
@@ -94,10 +97,7 @@ struct RequestHandler: Sendable {
         case .today:
             try await today(request, reply: reply)
         case .metrics:
-            guard let text = daemon.metrics.exposition() else {
-                throw AnnounceError(.notFound, "this daemon has no metrics backend")
-            }
-            try await reply(Response(id: id, ok: true, metrics: text))
+            try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
         case .subscribe:
             try await subscribe(since: request.since, id: id, peer: peer, reply: reply)
         }

@@ -41,6 +41,10 @@ public enum VoicePackLoader {
         do {
             return try JSONDecoder().decode(VoicePackManifest.self, from: data)
         } catch {
+            // Where the JSON breaks (line, column), which the decoder does not say; else what does not fit.
+            if let problem = JSONSyntax.firstProblem(Array(data)) {
+                throw AnnounceError(.badVoicePack, "voice pack manifest \(path) is not valid JSON: \(problem)")
+            }
             throw AnnounceError(.badVoicePack, "voice pack manifest \(path) is not valid", cause: "\(error)")
         }
     }

@@ -1,5 +1,7 @@
 import AnnounceCore
 import AnnounceServer
+import AnnounceTelemetry
+import AnnounceVersion
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -25,7 +27,8 @@ struct Announced: AsyncParsableCommand {
             journal for the next start; SIGHUP reloads the config file and the voice packs, keeping the queue.
             Exit status: 0 stopped normally (or --check-config found no problem); 1 cannot start (bad \
             configuration, voice pack, journal or socket); 64 usage error.
-            """
+            """,
+        version: BuildInfo.line(program: "announced")
     )
 
     @Option(help: ArgumentHelp("Config file (TOML).", valueName: "path"))
@@ -140,6 +143,13 @@ struct Announced: AsyncParsableCommand {
     var shutdownTimeout: String?
 
     @Option(
+        name: .customLong("metrics-listen"),
+        help: ArgumentHelp(
+            "Serve Prometheus metrics over HTTP at HOST:PORT/metrics (127.0.0.1:9464; off: none).",
+            valueName: "address"))
+    var metricsListen: String?
+
+    @Option(
         name: .customLong("log-level"),
         help: ArgumentHelp("trace, debug, info, notice, warning, error, critical.", valueName: "level"))
     var logLevel: String?
@@ -185,6 +195,17 @@ struct Announced: AsyncParsableCommand {
         overrides.idleTimeoutSeconds = try duration(idleTimeout, "idle-timeout", "limits.idle_timeout")
         overrides.requestTimeoutSeconds = try duration(requestTimeout, "request-timeout", "limits.request_timeout")
         overrides.shutdownTimeoutSeconds = try duration(shutdownTimeout, "shutdown-timeout", "limits.shutdown_timeout")
+        if let metricsListen {
+            if metricsListen == "off" {
+                overrides.metricsListen = .some(nil)
+            } else {
+                do {
+                    overrides.metricsListen = .some(try ListenAddress(parsing: metricsListen))
+                } catch {
+                    throw ValidationError("--metrics-listen: \(error.message) (like metrics.listen in the config file)")
+                }
+            }
+        }
         return overrides
     }
 
@@ -220,7 +241,8 @@ struct Announced: AsyncParsableCommand {
             return
         }
 
-        DaemonLogHandler.bootstrap(level: Logger.Level(rawValue: configuration.logLevel) ?? .info)
+        AnnounceLogHandler.bootstrap(
+            program: "announced", level: Logger.Level(rawValue: configuration.logLevel) ?? .info)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "announced")

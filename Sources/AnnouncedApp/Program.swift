@@ -1,4 +1,6 @@
+import AnnounceCommandLine
 import AnnounceCore
+import ArgumentParser
 import CLazyLibraries
 import Dispatch
 
@@ -14,7 +16,16 @@ public enum AnnouncedProgram {
     public static func main(_ arguments: [String]) -> Never {
         loadLibraries()
         Task {
-            await Announced.main(arguments)
+            do {
+                var command = try Announced.parseAsRoot(arguments)
+                if var daemon = command as? any AsyncParsableCommand {
+                    try await daemon.run()
+                } else {
+                    try command.run()
+                }
+            } catch {
+                CommandLineErrors.exit(Announced.self, program: "announced", error: error)
+            }
             exit(0)
         }
         dispatchMain()

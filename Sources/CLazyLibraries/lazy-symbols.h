@@ -110,6 +110,7 @@ LAZY_SYMBOL(4, espeak_Synth)
 
 /* libsystemd.so.0 */
 LAZY_SYMBOL(5, sd_is_socket_unix)
+LAZY_SYMBOL(5, sd_journal_sendv)
 LAZY_SYMBOL(5, sd_listen_fds)
 LAZY_SYMBOL(5, sd_notify)
 LAZY_SYMBOL(5, sd_watchdog_enabled)

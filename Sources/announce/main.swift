@@ -4,6 +4,7 @@
 import AnnounceCore
 import AnnounceCtlApp
 import AnnouncePushApp
+import AnnounceVersion
 import AnnouncedApp
 
 #if canImport(Glibc)
@@ -18,7 +19,7 @@ let usage = """
       announced       the speaker daemon
       announce-ctl    the command line: say, status, history, render …
       announce-push   the MQTT push listener and publisher tool
-    Each program's --help says more.
+    Each program's --help says more; --version says which build this is.
 
     """
 
@@ -36,6 +37,10 @@ if !programs.contains(name) {
     guard let first = arguments.first else { fail("which program?") }
     if first == "--help" || first == "-h" || first == "help" {
         print(usage, terminator: "")
+        exit(0)
+    }
+    if first == "--version" {
+        print(BuildInfo.line(program: "announce"))
         exit(0)
     }
     guard programs.contains(first) else { fail("unknown program \"\(first)\"") }

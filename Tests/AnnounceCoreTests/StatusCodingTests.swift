@@ -42,9 +42,12 @@ struct StatusCodingTests {
         status.lastError = ErrorInfo(code: "audio_device", message: "gone")
         status.retryInMs = 100
         status.pauseMs = 500
+        status.sink.opens = 3
+        status.sink.xruns = 2
         let decoded = try JSONDecoder().decode(AudioEngineStatus.self, from: JSONEncoder().encode(status))
         #expect(decoded == status)
         #expect(decoded.volume?.level == 13 && decoded.volume?.everydayRaw == [76, 76] && decoded.pauseMs == 500)
+        #expect(decoded.sink.opens == 3 && decoded.sink.xruns == 2, "the sink's own decoder keeps its counters")
         // Every stored property is set above (none left at its default), so a field the written-out coding forgets
         // makes the two differ.
         let unset = Mirror(reflecting: status).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)

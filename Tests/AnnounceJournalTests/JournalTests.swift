@@ -135,6 +135,58 @@ struct JournalTests {
         #expect(info.finishedAt == WallClock.iso8601(ms: 2_001))
     }
 
+    /// `replay` with no id repeats the last payment: a replay of it is not "the last payment" (issue 19).
+    @Test func theLastSpokenPaymentIsNeverAReplay() throws {
+        defer { cleanUp() }
+        let journal = try Journal(path: path)
+        let payment = try journal.insert(record("5", atMs: 1_000)).jobID
+        try journal.finishNow([Journal.Outcome(id: payment, state: .spoken, atMs: 1_100)])
+        let older = try journal.insert(record("7", atMs: 1_200)).jobID
+        try journal.finishNow([Journal.Outcome(id: older, state: .spoken, atMs: 1_300)])
+        var replay = try record("5", atMs: 2_000)
+        replay.replayOf = Int64(payment)
+        let replayed = try journal.insert(replay).jobID
+        try journal.finishNow([Journal.Outcome(id: replayed, state: .spoken, atMs: 2_100)])
+        #expect(try journal.lastSpokenPayment()?.jobID == older, "the replay (job \(replayed)) is not a payment")
+    }
+
+    /// The payment totals (metrics) count finished payments, not replays nor unfinished jobs, with the fen heard;
+    /// housekeeping that forgets old jobs keeps them in the totals.
+    @Test func paymentTotalsCountWhatWasHeardAndSurvivePurging() throws {
+        defer { cleanUp() }
+        let journal = try Journal(path: path)
+        let spoken = try journal.insert(record("100", atMs: 1_000)).jobID
+        let failed = try journal.insert(record("8.50", atMs: 1_000)).jobID
+        var refund = try record("2.05", atMs: 1_000)
+        refund.refund = true
+        let refunded = try journal.insert(refund).jobID
+        var replay = try record("100", atMs: 1_000)
+        replay.replayOf = Int64(spoken)
+        let replayed = try journal.insert(replay).jobID
+        _ = try journal.insert(record("3", atMs: 1_000))  // still queued
+        try journal.finishNow([
+            Journal.Outcome(id: spoken, state: .spoken, atMs: 1_500),
+            Journal.Outcome(id: failed, state: .failed, atMs: 1_500),
+            Journal.Outcome(id: refunded, state: .spoken, atMs: 1_500),
+            Journal.Outcome(id: replayed, state: .spoken, atMs: 1_500),
+        ])
+        var expected = Journal.PaymentTotals()
+        expected.byState = ["spoken": 2, "failed": 1]
+        expected.spokenFen = 10_000
+        expected.refundedFen = 205
+        #expect(try journal.paymentTotals() == expected)
+        #expect(try journal.purge(jobsBeforeMs: 5_000, ordersBeforeMs: 5_000).jobs == 4)
+        #expect(try journal.paymentTotals() == expected, "purged payments still count")
+        let later = try journal.insert(record("1", atMs: 6_000)).jobID
+        try journal.finishNow([Journal.Outcome(id: later, state: .spoken, atMs: 6_500)])
+        expected.byState["spoken"] = 3
+        expected.spokenFen += 100
+        #expect(try journal.paymentTotals() == expected)
+        #expect(try journal.purge(jobsBeforeMs: 7_000, ordersBeforeMs: 7_000).jobs == 1)
+        #expect(try Journal(path: path + "2").paymentTotals() == Journal.PaymentTotals(), "a new journal starts at 0")
+        #expect(try journal.paymentTotals() == expected, "purged twice, added up")
+    }
+
     @Test func purgeKeepsWhatTheWindowsNeed() throws {
         defer { cleanUp() }
         let journal = try Journal(path: path)

@@ -99,10 +99,12 @@ struct PushEndToEndTests {
 
     /// Forged, altered, stale, future, unknown-key, other-device and garbled messages are refused with their reason
     /// in the log, and none is spoken; a valid one after them still is.
+    /// The listener's own metrics, scraped over HTTP, count them (`[metrics] listen`).
     @Test func forgedStaleAndGarbledAreRefusedWithReasonsInTheLog() async throws {
         try await withDaemon(rig: nil, device: "null") { daemon in
             try await withBroker { broker in
-                try await withListener(broker: broker, socket: daemon.socket) { setup, listener in
+                let metrics = "\n[metrics]\nlisten = \"127.0.0.1:0\""
+                try await withListener(broker: broker, socket: daemon.socket, extra: metrics) { setup, listener in
                     let now = Int64(Date().timeIntervalSince1970 * 1000)
                     try await setup.publish([
                         "--order", "FORGED", "--key", "hex:\(PushSetup.otherKeyHex)", "--kid", "k1", "500.00",
@@ -137,6 +139,16 @@ struct PushEndToEndTests {
                     // Nothing but the valid payment (and the connection prompt) reached the daemon.
                     let orders = try await daemon.history().compactMap(\.order)
                     #expect(orders == ["VALID"], "\(orders)")
+
+                    let scraped = try await listener.scrapeMetrics()
+                    func sample(_ name: String) -> Double? { HTTP.sample(name, in: scraped) }
+                    #expect(sample("announce_push_messages_received_total") == 9, "\(scraped)")
+                    #expect(sample("announce_push_messages_refused_total{reason=\"bad_signature\"}") == 2)
+                    #expect(sample("announce_push_messages_refused_total{reason=\"malformed\"}") == 2)
+                    #expect(sample("announce_push_messages_refused_total{reason=\"stale\"}") == 1)
+                    #expect(sample("announce_push_payments_total{outcome=\"accepted\"}") == 1)
+                    #expect(sample("announce_push_broker_connected") == 1)
+                    #expect(sample("announce_push_broker_reconnects_total") == 0)
                 }
             }
         }
@@ -147,7 +159,8 @@ struct PushEndToEndTests {
     @Test func brokerRestartMidStreamLosesNothing() async throws {
         try await withDaemon(rig: nil, device: "null") { daemon in
             try await withBroker { broker in
-                try await withListener(broker: broker, socket: daemon.socket) { setup, listener in
+                let metrics = "\n[metrics]\nlisten = \"127.0.0.1:0\""
+                try await withListener(broker: broker, socket: daemon.socket, extra: metrics) { setup, listener in
                     let first = (1...5).map { "BR-A\($0)" }
                     let second = (1...5).map { "BR-B\($0)" }
                     for order in first { try await setup.publish(["--order", order, "--fen", "\(100 + order.count)"]) }
@@ -159,6 +172,9 @@ struct PushEndToEndTests {
                         #expect(jobs.count == 1, "\(order): \(jobs)")
                     }
                     #expect(listener.logLines(containing: "connected to the broker").count >= 2, "\(listener.log)")
+                    let scraped = try await listener.scrapeMetrics()
+                    #expect((HTTP.sample("announce_push_broker_reconnects_total", in: scraped) ?? 0) >= 1, "\(scraped)")
+                    #expect(HTTP.sample("announce_push_payments_total{outcome=\"accepted\"}", in: scraped) == 10)
                 }
             }
         }

@@ -55,7 +55,8 @@ final class PushSetup: Sendable {
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
-    /// Starts `announce-push run`, by default waiting until it has subscribed.
+    /// Starts `announce-push run`, by default waiting until it has subscribed to its topics at the broker (not merely
+    /// to the daemon's events, logged "subscribed to the daemon's events" before it even connects).
     func startListener(waitForSubscription: Bool = true, as identity: Identity? = nil) async throws
         -> BackgroundProcess
     {
@@ -69,7 +70,7 @@ final class PushSetup: Sendable {
         let listener = try await BackgroundProcess.start(
             "\(Paths.bin)/announce-push", ["run", "--config", configPath], identity: identity,
             logFile: "\(directory)/push.log")
-        if waitForSubscription { try await listener.waitForLog("subscribed") }
+        if waitForSubscription { try await listener.waitForLog("subscribed topics=") }
         return listener
     }
 
@@ -159,6 +160,18 @@ extension DaemonProcess {
 }
 
 extension BackgroundProcess {
+    /// The push listener's metrics over HTTP (its config has `[metrics] listen = "127.0.0.1:0"`: the port it got
+    /// is in its log).
+    func scrapeMetrics() async throws -> String {
+        guard let served = logLines(containing: "metrics served over HTTP").first?.split(separator: " ")
+            .first(where: { $0.hasPrefix("listen=") }),
+            let port = served.split(separator: ":").last.flatMap({ Int($0) })
+        else { throw HarnessError("the listener serves no metrics:\n\(log)") }
+        let reply = try await HTTP.request(port: port, path: "/metrics")
+        guard reply.status == 200 else { throw HarnessError("scrape: \(reply)") }
+        return reply.body
+    }
+
     /// How many log lines contain all of `parts`.
     func logLines(containing parts: String...) -> [Substring] {
         log.split(separator: "\n").filter { line in parts.allSatisfy { line.contains($0) } }

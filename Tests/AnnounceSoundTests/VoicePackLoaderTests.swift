@@ -191,6 +191,18 @@ struct VoicePackRefusalTests {
         let directory = try packCopy { _, _ in }
         try Data("{ not json".utf8).write(to: URL(fileURLWithPath: "\(directory)/manifest.json"))
         #expect(refusal(directory).contains("manifest.json is not valid"))
+        // A comma too many at the end of line 3 of a real manifest: said with its line and column.
+        let original = try String(contentsOfFile: "\(Paths.voices)/zh/manifest.json", encoding: .utf8)
+        var lines = original.components(separatedBy: "\n")
+        #expect(lines[2].hasSuffix(","))
+        lines[2] += ","
+        let commaTooMany = try packCopy { _, _ in }
+        try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: "\(commaTooMany)/manifest.json"))
+        let located = refusal(commaTooMany)
+        #expect(
+            located.contains(
+                "manifest.json is not valid JSON: line 3, column \(lines[2].count): expected a key in double quotes, "
+                    + "found ','"), "\(located)\n\(lines[2])")
         let settings = refusal(
             try packCopy { _, manifest in
                 manifest["processing"] = ["loudnessLufs": 3, "fadeMs": 500]
@@ -278,6 +290,12 @@ struct VoicePackBuilderTests {
         // And the fresh build is a pack that loads, speaks every prompt it defines and has no warnings.
         let pack = try VoicePackLoader.load(directory: "\(directory)/a")
         #expect(pack.warnings.isEmpty, "\(pack.warnings)")
+        // Every channel has its refund (collect.refund was once missing: a refund on it was refused).
+        let templates = pack.manifest.templates
+        for channel in templates.keys where !channel.hasSuffix(".refund") {
+            #expect(templates["\(channel).refund"] != nil, "\(language): no \(channel).refund template")
+        }
+        #expect(templates["collect.refund"] != nil)
         for name in (pack.manifest.prompts ?? [:]).keys.sorted() {
             #expect(!(try pack.render(pack.composer.compose(prompt: name))).isEmpty, "\(name)")
         }

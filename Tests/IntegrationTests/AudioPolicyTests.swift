@@ -48,8 +48,8 @@ extension DaemonIntegration {
         @Test func theVolumeIsRaisedForTheAlertAndPutBackExactlyAfter() async throws {
             try await withRig { rig in
                 try await rig.setMixer("13107")  // 20%: too quiet to hear in a shop
-                try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--volume-threshold", "60%"]) {
-                    daemon in
+                let arguments = ["--mixer", "pulse", "--volume-threshold", "60%", "--metrics-listen", "127.0.0.1:0"]
+                try await withDaemon(rig: rig, arguments: arguments) { daemon in
                     #expect(try await rig.mixer() == Rig.MixerValue(raw: 13107, on: true), "before")
                     var during: Rig.MixerValue?
                     let captured = try await rig.capture {
@@ -76,6 +76,14 @@ extension DaemonIntegration {
                     #expect(status.audio.volume == 20 && status.audio.threshold == 60)
                     #expect(status.audio.engine?.volume?.raises == 1 && status.audio.engine?.volume?.restores == 1)
                     #expect(status.audio.engine?.sink.periodFrames == 160, "10 ms periods at 16 kHz")
+                    // The same, scraped over HTTP.
+                    let metrics = try await daemon.scrape()
+                    #expect(HTTP.sample("announce_volume_raises_total", in: metrics) == 1, "\(metrics)")
+                    #expect(HTTP.sample("announce_volume_restores_total", in: metrics) == 1)
+                    #expect(HTTP.sample("announce_volume_user_overrides_total", in: metrics) == 0)
+                    #expect(HTTP.sample("announce_audio_pcm_opens_total", in: metrics) == 1)
+                    let xruns = HTTP.sample("announce_audio_xruns_total", in: metrics)
+                    #expect(xruns == status.audio.xruns.map(Double.init))
                 }
             }
         }
@@ -242,7 +250,7 @@ extension DaemonIntegration {
             try await withRig { rig in
                 let arguments = [
                     "--mixer", "none", "--duck-control", "pulse:music/Master", "--duck-db", "20",
-                    "--duck-ramp-ms", "100",
+                    "--duck-ramp-ms", "100", "--metrics-listen", "127.0.0.1:0",
                 ]
                 try await withDaemon(rig: rig, arguments: arguments, device: "pulse:announce") { daemon in
                     let run = try await playOverMusic(rig, daemon, amount: "12345.67", amplitude: 0.3)
@@ -264,6 +272,10 @@ extension DaemonIntegration {
                     let status = try await waitUntilBurstEnded(daemon)
                     #expect(status.audio.ducked == ["pulse:music/Master"])
                     #expect(status.audio.engine?.ducking?.controls.first?.ducks == 1)
+                    let metrics = try await daemon.scrape()
+                    let sample = "announce_duck_engagements_total{control=\"pulse:music/Master\"}"
+                    let ducks = HTTP.sample(sample, in: metrics)
+                    #expect(ducks == 1, "\(metrics)")
                 }
             }
         }

@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceSound
 import AnnounceTestSupport
 import Foundation
 import Testing
@@ -54,9 +55,12 @@ extension DaemonIntegration {
             #expect(FileManager.default.createFile(atPath: logFile, contents: nil))
             var info = stat()
             #expect(stat(logFile, &info) == 0)
+            // As root, in a mount namespace without a journal socket, so that a journald on this machine does not
+            // take the records (they go to standard error only when the journal cannot take them).
+            let noJournal = getuid() == 0 ? try FakeJournal(listening: false) : nil
             try await withDaemon(
                 rig: nil, device: "null", directory: directory,
-                environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"]
+                environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"], launcher: noJournal?.launcher ?? []
             ) { daemon in
                 #expect(try await daemon.reply(Request(op: "say", amount: "1", order: "L 1", wait: true)).ok)
                 _ = try await daemon.ctl(["say", "2"], as: .nobody)
@@ -94,7 +98,8 @@ extension DaemonIntegration {
             ] {
                 #expect(help.stdout.contains("  \(command) "), "\(command) missing from --help")
             }
-            #expect(help.stdout.contains("Exit status: 0 success; 2 invalid input"))
+            #expect(help.stdout.contains("Exit status:\n  0   success\n  1   any other failure"), "\(help.stdout)")
+            #expect(help.stdout.contains("  6   no voice pack found") && help.stdout.contains("  64  usage error"))
             let say = try await run("\(Paths.bin)/announce-ctl", ["say", "--help"])
             #expect(
                 say.stdout.contains("-w, --wait") && say.stdout.contains("-o, --order")
@@ -162,33 +167,41 @@ extension DaemonIntegration {
             }
         }
 
-        /// What a caller sees for a missing daemon, an unknown option or a bad amount: the same messages and
-        /// exit statuses as ever, word for word.
+        /// What a caller sees for a missing daemon, an unknown option or a bad amount: one line each, saying what
+        /// went wrong and what to do, with the documented exit status — word for word.
         @Test func badInputGetsClearMessagesAndStatuses() async throws {
             let ctl = "\(Paths.bin)/announce-ctl"
             let unreachable = try await run(ctl, ["say", "--socket", "/nonexistent/s.sock", "1"])
             #expect(unreachable.status == 4 && unreachable.stdout.isEmpty)
             #expect(
                 unreachable.stderr
-                    == "announce-ctl: cannot connect to the daemon at /nonexistent/s.sock: No such file or directory\n")
+                    == "announce-ctl: cannot connect to the daemon at /nonexistent/s.sock: No such file or directory; "
+                    + "is announced running? Start it (systemctl start announced.socket), or give its socket with "
+                    + "--socket or $ANNOUNCE_SOCKET\n")
 
             let option = try await run(ctl, ["say", "--bogus", "1"])
             #expect(option.status == 64)
             #expect(
-                option.stderr == """
-                    Error: Unknown option '--bogus'
-                    Usage: announce-ctl say [<options>] [<amount>]
-                      See 'announce-ctl say --help' for more information.
-
-                    """, "\(option)")
-            let subcommand = try await run(ctl, ["frobnicate"])
+                option.stderr
+                    == "announce-ctl: Unknown option '--bogus' (announce-ctl say --help describes the options)\n",
+                "\(option)")
+            let missing = try await run(ctl, ["say", "--wait"])
+            #expect(missing.status == 64)
             #expect(
-                subcommand.status == 64 && subcommand.stderr.hasPrefix("Error: Unexpected argument 'frobnicate'\n"))
+                missing.stderr
+                    == "announce-ctl: give an AMOUNT or --fen (announce-ctl say --help describes the options)\n")
+            let subcommand = try await run(ctl, ["frobnicate"])
+            #expect(subcommand.status == 64)
+            #expect(
+                subcommand.stderr
+                    == "announce-ctl: Unexpected argument 'frobnicate' (announce-ctl --help describes the options)\n")
             let daemonOption = try await run("\(Paths.bin)/announced", ["--bogus"])
             #expect(daemonOption.status == 64)
-            #expect(daemonOption.stderr.hasPrefix("Error: Unknown option '--bogus'\nUsage: announced <options>\n"))
+            #expect(
+                daemonOption.stderr == "announced: Unknown option '--bogus' (announced --help describes the options)\n")
             let pushOption = try await run("\(Paths.bin)/announce-push", ["--bogus"])
-            #expect(pushOption.status == 64 && pushOption.stderr.hasPrefix("Error: Unknown option '--bogus'\n"))
+            #expect(pushOption.status == 64 && pushOption.stderr.hasPrefix("announce-push: Unknown option '--bogus' ("))
+            #expect(pushOption.stderr.split(separator: "\n").count == 1)
 
             let decimals = try await run(ctl, ["words", "--voices", Paths.voices, "1.005"])
             #expect(decimals.status == 2)
@@ -208,12 +221,74 @@ extension DaemonIntegration {
             #expect(language.status == 2)
             #expect(
                 language.stderr
-                    == "announce-ctl: unknown_language: no voice pack for language \"fr\" in \(Paths.voices)\n")
+                    == "announce-ctl: unknown_language: no voice pack for language \"fr\" in \(Paths.voices) (it has: "
+                    + "en, zh); choose one with --lang, or another folder with --voices\n")
+            // No packs where it looked: where that was, and what to do; exit 6.
             let noVoices = try await run(ctl, ["words", "--voices", "/nonexistent", "1"])
-            #expect(noVoices.status == 1)
+            #expect(noVoices.status == 6)
             #expect(
-                noVoices.stderr.hasPrefix("announce-ctl: bad_voice_pack: voice pack folder /nonexistent cannot be read")
-                    && noVoices.stderr.contains("No such file or directory"), "\(noVoices)")
+                noVoices.stderr == "announce-ctl: bad_voice_pack: no voice pack found; looked in /nonexistent "
+                    + "(--voices): no such folder. \(VoicePackSearch.advice)\n", "\(noVoices)")
+            let environment = try await run(
+                ctl, ["render", "--output", "/dev/null", "1"], environment: ["ANNOUNCE_VOICES": "/x"])
+            #expect(environment.status == 6)
+            #expect(environment.stderr.contains("looked in /x ($ANNOUNCE_VOICES): no such folder."), "\(environment)")
+
+            // A negative amount is an amount (refused as one), never an option swallowed without a word.
+            let negative = try await run(ctl, ["words", "--voices", Paths.voices, "-l", "en", "-1", "2"])
+            #expect(negative.status == 2 && negative.stdout == "2\tpayment received two yuan\n", "\(negative)")
+            #expect(
+                negative.stderr == "announce-ctl: -1: the amount \"-1\" is negative; only positive amounts are announced\n")
+        }
+
+        /// The daemon finds its voice packs as announce-ctl does: --voices, the config file, $ANNOUNCE_VOICES, the
+        /// installed ones; and says where it looked when there are none.
+        @Test func theDaemonFindsVoicePacksAsTheCommandLineDoes() async throws {
+            let directory = try Paths.temporaryDirectory("vsr")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let config = "\(directory)/a.toml"
+            try "state_dir = \"\(directory)/state\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let found = try await run(
+                "\(Paths.bin)/announced", ["--config", config, "--check-config"],
+                environment: ["ANNOUNCE_VOICES": Paths.voices])
+            #expect(found.status == 0, "\(found)")
+            #expect(found.stdout.contains("voices = \"\(Paths.voices)\" # $ANNOUNCE_VOICES"), "\(found)")
+            let missing = try await run(
+                "\(Paths.bin)/announced", ["--config", config, "--check-config"],
+                environment: ["ANNOUNCE_VOICES": "\(directory)/none"])
+            #expect(missing.status == 1)
+            #expect(
+                missing.stderr.contains("voices: no voice pack found; looked in \(directory)/none ($ANNOUNCE_VOICES)"),
+                "\(missing)")
+            let flag = try await run(
+                "\(Paths.bin)/announced", ["--config", config, "--voices", Paths.voices, "--check-config"],
+                environment: ["ANNOUNCE_VOICES": "\(directory)/none"])
+            #expect(flag.status == 0 && flag.stdout.contains("# --voices"), "--voices wins: \(flag)")
+        }
+
+        /// A pack that loads but lacks a prompt's clip is said so when it is loaded — by --check-config and in the
+        /// daemon's log at start — not first noticed as a chime.
+        @Test func aPackMissingAClipIsWarnedAboutAtLoad() async throws {
+            let library = try Paths.temporaryDirectory("voices")
+            defer { try? FileManager.default.removeItem(atPath: library) }
+            try FileManager.default.copyItem(atPath: "\(Paths.voices)/zh", toPath: "\(library)/zh")
+            let manifestPath = "\(library)/zh/manifest.json"
+            var manifest =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifestPath)))
+                as! [String: Any]
+            var clips = manifest["clips"] as! [String: String]
+            let token = try #require((manifest["prompts"] as! [String: [String]])["low-battery"]?.first)
+            clips[token] = nil
+            manifest["clips"] = clips
+            try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: manifestPath))
+            let warning = "prompt \"low-battery\" uses token \"\(token)\" that has no clip"
+
+            let check = try await announced(["--voices", library, "--state-dir", "\(library)/state", "--check-config"])
+            #expect(check.status == 0, "\(check)")
+            #expect(check.stdout.contains("# warning: voice zh: \(warning); the chime plays instead"), "\(check)")
+            try await withDaemon(rig: nil, arguments: ["--voices", library], device: "null") { daemon in
+                #expect(daemon.log.contains(warning), "\(daemon.log)")
+            }
         }
 
         @Test func outputJSONAndExitStatuses() async throws {
@@ -228,6 +303,7 @@ extension DaemonIntegration {
 
                 let duplicate = try await daemon.ctl(["say", "--order", "E-1", "12.30"])
                 #expect(duplicate.status == 3 && duplicate.stdout.contains("error: duplicate"), "\(duplicate)")
+                #expect(duplicate.stdout.hasSuffix("; an order is announced once; announce-ctl replay repeats it\n"))
                 let invalid = try await daemon.ctl(["say", "1.005"])
                 #expect(invalid.status == 2 && invalid.stdout.contains("invalid_amount"), "\(invalid)")
                 let language = try await daemon.ctl(["say", "-l", "fr", "1"])
@@ -236,6 +312,18 @@ extension DaemonIntegration {
                 #expect(prompt.status == 2 && prompt.stdout.contains("not_found"), "\(prompt)")
                 let usage = try await daemon.ctl(["say"])
                 #expect(usage.status == 64, "\(usage)")
+
+                // text takes --lang (the voice), -w (waits, and says how it ended) and -o (once only).
+                let text = try await daemon.ctl(["text", "--json", "-w", "-l", "en", "-o", "T-1", "hello"])
+                #expect(text.status == 0, "\(text)")
+                let textJob = try JSONDecoder().decode(
+                    Response.self, from: Data(try #require(text.stdout.split(separator: "\n").last).utf8)
+                ).job
+                #expect(textJob?.state == .spoken && textJob?.lang == "en" && textJob?.order == "T-1", "\(text)")
+                let textAgain = try await daemon.ctl(["text", "-o", "T-1", "hello"])
+                #expect(textAgain.status == 3 && textAgain.stdout.contains("error: duplicate"), "\(textAgain)")
+                let textLanguage = try await daemon.ctl(["text", "--lang", "fr", "bonjour"])
+                #expect(textLanguage.status == 2 && textLanguage.stdout.contains("unknown_language"), "\(textLanguage)")
 
                 let history = try await daemon.ctl(["history"])
                 #expect(

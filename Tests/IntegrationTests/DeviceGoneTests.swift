@@ -17,7 +17,7 @@ extension DaemonIntegration {
             let before = ["12345.67", "8.50"]
             let arriving = ["1005", "66.60"]
             try await withRig { rig in
-                try await withDaemon(rig: rig) { daemon in
+                try await withDaemon(rig: rig, arguments: ["--metrics-listen", "127.0.0.1:0"]) { daemon in
                     var ids: [UInt64] = []
                     var boundary = 0
                     var outage: DaemonStatus?
@@ -36,6 +36,11 @@ extension DaemonIntegration {
                             ids.append(try #require(reply.job?.id, "\(reply)"))
                         }
                         outage = try await daemon.reply(Request(op: "status")).status
+                        // Scraped while the audio thread retries the device: the endpoint answers, and says so.
+                        let scraped = try await daemon.scrape()
+                        #expect(
+                            HTTP.sample("announce_audio_device_state{state=\"recovering\"}", in: scraped) == 1,
+                            "\(scraped)")
                         try await down.value
                         // The capture goes on into the same file from here: what is beyond this point was played
                         // after the device came back.
@@ -60,6 +65,12 @@ extension DaemonIntegration {
                     let status = try #require(try await daemon.reply(Request(op: "status")).status)
                     #expect((status.audio.engine?.recoveries ?? 0) >= 1, "\(String(describing: status.audio.engine))")
                     #expect(status.audio.engine?.jobsGivenUp == 0)
+                    let metrics = try await daemon.scrape()
+                    #expect((HTTP.sample("announce_audio_device_failures_total", in: metrics) ?? 0) >= 1, "\(metrics)")
+                    #expect((HTTP.sample("announce_audio_device_recoveries_total", in: metrics) ?? 0) >= 1)
+                    #expect((HTTP.sample("announce_audio_pcm_opens_total", in: metrics) ?? 0) >= 2, "again after")
+                    #expect(HTTP.sample("announce_audio_jobs_given_up_total", in: metrics) == 0)
+                    #expect(HTTP.sample("announce_payments_total{state=\"spoken\"}", in: metrics) == 4)
 
                     // After the return: the four payments one after the other, each whole, then nothing more.
                     // Each is looked for from the end of the one before, aligned by its onset, so anything

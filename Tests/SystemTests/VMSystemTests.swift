@@ -340,6 +340,43 @@ import Testing
     }
 
     /// The replies printed by `announce-ctl … --json`, one per line.
+    /// Logs are journal entries with the job's fields: a payment is found by `journalctl ORDER_ID=…` under the real
+    /// journald, with its message id, channel and amount. Metrics are scraped over HTTP from the unit as installed:
+    /// without the metrics drop-in the daemon says why there are none and speaks on; with it, a real scrape on
+    /// loopback answers, with the payment totals the journal holds (kept across the restarts before it).
+    @Test func aPaymentIsFoundInTheJournalByItsOrderAndMetricsAreScrapedOnLoopback() async throws {
+        let facts = try await VirtualMachineRun.shared.value.facts("observability")
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+        #expect(facts.status("journal_order") == 0, "\(facts["journal_order"])")
+        let entries = facts["journal_order"].split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        #expect(!entries.isEmpty && entries.allSatisfy { $0["ORDER_ID"] as? String == "VM-JOURNAL-1" }, "\(facts["journal_order"])")
+        let spoken = entries.first { $0["MESSAGE_ID"] as? String == EventKind.spoken.messageID }
+        #expect(spoken != nil, "no entry with the spoken event's MESSAGE_ID: \(facts["journal_order"])")
+        #expect(spoken?["SYSLOG_IDENTIFIER"] as? String == "announced")
+        #expect(spoken?["_SYSTEMD_UNIT"] as? String == "announced.service")
+        #expect(spoken?["CHANNEL"] as? String == "alipay" && spoken?["AMOUNT_FEN"] as? String == "850")
+        #expect(spoken?["STATE"] as? String == "spoken" && spoken?["EVENT"] as? String == "spoken")
+        #expect(spoken?["JOB_ID"] as? String != nil && spoken?["PRIORITY"] as? String == "6")
+        #expect(!facts["journal_other"].contains("VM-JOURNAL-1") && !facts["journal_other"].contains("finished"),
+                "another order id finds nothing of this one: \(facts["journal_other"])")
+
+        // [metrics] listen with the unit as shipped (no network): said, not fatal.
+        #expect(facts.status("say_no_dropin") == 0, "\(facts["say_no_dropin"])")
+        #expect(facts.status("scrape_no_dropin") != 0, "\(facts["scrape_no_dropin"])")
+        #expect(facts["status_no_dropin"].contains("NOT SERVING"), "\(facts["status_no_dropin"])")
+        #expect(facts["unavailable_logged"].contains("drop-in"), "\(facts["unavailable_logged"])")
+        // With the drop-in: a real scrape.
+        #expect(facts.status("scrape") == 0, "\(facts["scrape"])")
+        let scrape = facts["scrape"]
+        #expect(scrape.hasPrefix("HTTP/1.1 200"), "\(scrape)")
+        #expect((HTTP.sample("announce_payments_total{state=\"spoken\"}", in: scrape) ?? 0) >= 2, "\(scrape)")
+        #expect((HTTP.sample("announce_payments_spoken_fen_total{kind=\"payment\"}", in: scrape) ?? 0) >= 950)
+        #expect(HTTP.sample("announce_audio_xruns_total", in: scrape) != nil)
+        #expect(facts["status"].contains("metrics:  http://127.0.0.1:9464"), "\(facts["status"])")
+    }
+
     static func replies(_ output: String) throws -> [Response] {
         try output.split(separator: "\n").map { try JSONDecoder().decode(Response.self, from: Data($0.utf8)) }
     }

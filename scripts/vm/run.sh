@@ -24,6 +24,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 started=$(now)
 log "building the guest executable (release, static Swift stdlib, .build-vm)"
+scripts/build-info.sh > /dev/null  # the commit the guest's --version and status report
 swift build -c release --static-swift-stdlib --scratch-path .build-vm --product announce \
     > "$out/build-announce.log" 2>&1 || { tail -30 "$out/build-announce.log"; exit 1; }
 built=$(now)

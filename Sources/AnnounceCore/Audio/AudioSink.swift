@@ -45,8 +45,65 @@ public struct SinkStatus: Sendable, Equatable, Codable {
     public var suspends = 0
     /// Calls retried after `EINTR`/`EAGAIN`-style interruptions that were not plain "no room yet" waits.
     public var interruptions = 0
+    /// Times the device was opened since start (once per burst unless it is kept open; again after a failure).
+    public var opens = 0
 
     public init(device: String) {
         self.device = device
+    }
+
+    /// `opens` is newer than the rest: a status from a daemon without it decodes, as 0.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        device = try container.decode(String.self, forKey: .device)
+        isOpen = try container.decode(Bool.self, forKey: .isOpen)
+        sampleRate = try container.decodeIfPresent(Int.self, forKey: .sampleRate)
+        channels = try container.decodeIfPresent(Int.self, forKey: .channels)
+        format = try container.decodeIfPresent(String.self, forKey: .format)
+        periodFrames = try container.decodeIfPresent(Int.self, forKey: .periodFrames)
+        bufferFrames = try container.decodeIfPresent(Int.self, forKey: .bufferFrames)
+        xruns = try container.decode(Int.self, forKey: .xruns)
+        suspends = try container.decode(Int.self, forKey: .suspends)
+        interruptions = try container.decode(Int.self, forKey: .interruptions)
+        opens = try container.decodeIfPresent(Int.self, forKey: .opens) ?? 0
+    }
+}
+
+/// The audio engine's counters since start (``Player/health()``): what the metrics export as audio health.
+public struct AudioHealth: Sendable {
+    public var state: AudioEngineStatus.DeviceState
+    /// Underruns and suspends recovered in place.
+    public var xruns: Int
+    public var suspends: Int
+    /// Times the PCM was opened.
+    public var opens: Int
+    /// Device failures (each one closed the device and retried it), and comebacks after them.
+    public var deviceFailures: Int
+    public var recoveries: Int
+    /// Jobs reported failed because the device stayed away too long.
+    public var jobsGivenUp: Int
+    /// Alerts that raised the volume, restores after them, and restores left to an owner who changed it.
+    public var volumeRaises: Int
+    public var volumeRestores: Int
+    public var volumeUserOverrides: Int
+    /// Per ducked control (`CTL/ELEMENT`), how many bursts lowered it.
+    public var ducks: [(control: String, count: Int)]
+
+    public init(
+        state: AudioEngineStatus.DeviceState, xruns: Int = 0, suspends: Int = 0, opens: Int = 0,
+        deviceFailures: Int = 0, recoveries: Int = 0, jobsGivenUp: Int = 0, volumeRaises: Int = 0,
+        volumeRestores: Int = 0, volumeUserOverrides: Int = 0, ducks: [(control: String, count: Int)] = []
+    ) {
+        self.state = state
+        self.xruns = xruns
+        self.suspends = suspends
+        self.opens = opens
+        self.deviceFailures = deviceFailures
+        self.recoveries = recoveries
+        self.jobsGivenUp = jobsGivenUp
+        self.volumeRaises = volumeRaises
+        self.volumeRestores = volumeRestores
+        self.volumeUserOverrides = volumeUserOverrides
+        self.ducks = ducks
     }
 }

@@ -130,6 +130,14 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         return threshold
     }
 
+    /// How often the volume was raised for an alert, put back after, and left to the owner who changed it meanwhile,
+    /// since start: counts only, no mixer I/O (metrics read them while the audio thread works).
+    public var counts: (raises: Int, restores: Int, userOverrides: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (raises, restores, userOverrides)
+    }
+
     /// Called before every job. The first call of a burst raises/unmutes as needed; later ones only re-check
     /// the mute switch (an owner who mutes mid-burst is respected from the next job on).
     public func begin() -> Decision {
@@ -348,7 +356,8 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
                 logger.info(
                     "volume raised for the alert",
                     metadata: [
-                        "mixer": "\(address)", "from": "\(original.raw)", "to": "\(target.raw)",
+                        "event": .event(.volumeRaised), "mixer": "\(address)", "from": "\(original.raw)",
+                        "to": "\(target.raw)",
                         "unmuted": "\(original.isMuted && !(target.switches?.contains(false) ?? false))",
                     ])
             }
@@ -392,12 +401,17 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
             observe(now)
             if kept.isEmpty {
                 restores += 1
-                logger.info("volume restored", metadata: ["mixer": "\(address)", "to": "\(entry.original.raw)"])
+                logger.info(
+                    "volume restored",
+                    metadata: ["event": .event(.volumeRestored), "mixer": "\(address)", "to": "\(entry.original.raw)"])
             } else {
                 userOverrides += 1
                 logger.notice(
                     "the user changed the mixer during the alert; keeping their setting",
-                    metadata: ["mixer": "\(address)", "kept": "\(kept.joined(separator: ", "))", "now": "\(current.raw)"])
+                    metadata: [
+                        "event": .event(.volumeLeft), "mixer": "\(address)", "kept": "\(kept.joined(separator: ", "))",
+                        "now": "\(current.raw)",
+                    ])
             }
         } catch {
             note(error, "cannot restore the volume; will retry after the next alert")

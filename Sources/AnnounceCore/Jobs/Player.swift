@@ -210,6 +210,20 @@ public final class Player: @unchecked Sendable {
         return status
     }
 
+    /// The audio engine's counters, for metrics: no device or mixer I/O — short locks only — so a scrape never
+    /// holds up the audio thread. Any thread.
+    public func health() -> AudioHealth {
+        let shared = self.shared.withLock { $0 }
+        let sink = self.sink.status
+        let volume = self.volume?.counts
+        return AudioHealth(
+            state: shared.state, xruns: sink.xruns, suspends: sink.suspends, opens: sink.opens,
+            deviceFailures: shared.recovery.failures, recoveries: shared.recovery.recoveries,
+            jobsGivenUp: shared.recovery.jobsGivenUp, volumeRaises: volume?.raises ?? 0,
+            volumeRestores: volume?.restores ?? 0, volumeUserOverrides: volume?.userOverrides ?? 0,
+            ducks: ducker?.status().controls.map { ($0.element, $0.ducks) } ?? [])
+    }
+
     // MARK: - The audio thread
 
     /// Applies `settings.threadNice` to the audio thread (on Linux the nice value is per thread: `who` 0 is the

@@ -97,6 +97,22 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
+    /// The Prometheus endpoint (`[metrics] listen`), when one is configured.
+    public struct Metrics: Codable, Sendable, Equatable {
+        /// The address configured.
+        public var listen: String
+        /// The address served (the real port when port 0 was asked for); absent while not serving.
+        public var serving: String?
+        /// Why it is not serving (it tries again), when it is not.
+        public var error: String?
+
+        public init(listen: String, serving: String? = nil, error: String? = nil) {
+            self.listen = listen
+            self.serving = serving
+            self.error = error
+        }
+    }
+
     /// `running`, or `stopping` once SIGTERM arrived.
     public var state: String
     public var v: Int
@@ -110,6 +126,12 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var totals: Totals
     public var audio: AudioStatus
     public var peer: Peer?
+    /// The daemon's build (`announced --version`): its version and the commit it was built from.
+    public var version: String?
+    public var commit: String?
+    /// The last payment heard (a payment, not a replay): this run's, else the journal's at start.
+    public var lastPayment: JobInfo?
+    public var metrics: Metrics?
     /// The payment heard last (its last sample left the device and its `spoken` is on disk), across restarts.
     public var lastHeard: JobInfo?
 

@@ -15,7 +15,7 @@ SRC="$1"
 OUT="$2"
 FACTS="$OUT/facts"
 STEPS=(install activation confinement access push reload volume_threshold duck keys today watchdog kill_mid_alert
-    stop_and_reactivate)
+    stop_and_reactivate observability)
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
 
 step=""
@@ -493,6 +493,49 @@ step_stop_and_reactivate() {
     fact socket_unit "$(systemctl is-active announced.socket)"
     record ping announce-ctl ping
     fact service_after_ping "$(systemctl is-active announced.service)"
+}
+
+# scrape ADDRESS PORT: GET /metrics over bash's /dev/tcp (the guest has no curl), the whole HTTP answer.
+scrape() (
+    exec 5<>"/dev/tcp/$1/$2" || exit 1
+    printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$1" >&5
+    answer=$(timeout 10 cat <&5)
+    printf '%s\n' "$answer"
+    [[ "$answer" == *"announce_build_info"* ]]
+)
+# A payment's journal entries, by its order id (the daemon's own field, not text in a line).
+order_logged() { (( $(journalctl -b ORDER_ID="$1" EVENT=spoken --no-pager -o cat | wc -l) >= 1 )); }
+
+step_observability() {
+    # The journal: a payment's entries are found by its order id, with its job's fields (docs/deployment.md, "Logs").
+    record say announce-ctl say --wait --order VM-JOURNAL-1 -c alipay 8.50
+    wait_slowly 30 order_logged VM-JOURNAL-1 || echo "   no spoken entry for ORDER_ID=VM-JOURNAL-1"
+    record journal_order journalctl -b ORDER_ID=VM-JOURNAL-1 -o json --no-pager \
+        --output-fields=MESSAGE,MESSAGE_ID,PRIORITY,SYSLOG_IDENTIFIER,ORDER_ID,JOB_ID,CHANNEL,AMOUNT_FEN,STATE,EVENT,_SYSTEMD_UNIT
+    record journal_other journalctl -b ORDER_ID=VM-NO-SUCH-ORDER -o cat --no-pager
+    # Metrics over HTTP, as an installer enables them (docs/deployment.md): without the drop-in the unit forbids IP
+    # and the daemon says so and speaks on; with it, the endpoint is scraped on loopback.
+    cp /etc/announce/announced.toml "$FACTS/$step/announced.toml.before"
+    printf '\n[metrics]\nlisten = "127.0.0.1:9464"\n' >> /etc/announce/announced.toml
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   the daemon did not come back"
+    record status_no_dropin announce-ctl status
+    record say_no_dropin announce-ctl say --wait 1.00
+    record scrape_no_dropin scrape 127.0.0.1 9464
+    fact unavailable_logged "$(journalctl -b -u announced.service EVENT=metrics-unavailable -o cat --no-pager | tail -n 1)"
+    install -D -m 0644 /usr/share/doc/announce/examples/announced-metrics.conf \
+        /etc/systemd/system/announced.service.d/metrics.conf
+    systemctl daemon-reload
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   the daemon did not come back"
+    wait_until 30 scrape 127.0.0.1 9464 > /dev/null || echo "   the metrics endpoint did not answer"
+    record scrape scrape 127.0.0.1 9464
+    record status announce-ctl status
+    # Put the terminal back as it was.
+    rm -f /etc/systemd/system/announced.service.d/metrics.conf
+    cp "$FACTS/$step/announced.toml.before" /etc/announce/announced.toml
+    systemctl daemon-reload
+    systemctl restart announced.service
 }
 
 mkdir -p "$FACTS"
