@@ -117,8 +117,10 @@ struct ShopConfigurationTests {
         #expect(!c.keys.enabled && c.summaryTime == nil, "\(c.summary)")
         #expect(c.reading.all == ReadingDefaults.Choice(style: .decimal, liang: false))
         #expect(c.reading.channels["alipay"]?.style == .units)
+        #expect(c.leadInMs == 50 && c.pauseMs == 500, "the example says the defaults: \(c.leadInMs), \(c.pauseMs)")
         for key in ["[reading]", "[keys]", "[summary]", "volume_step", "long_press", "repeat_delay", "repeat_interval",
-                    "devices", "volume_up", "volume_down", "mute", "replay", "today", "say_at"] {
+                    "devices", "volume_up", "volume_down", "mute", "replay", "today", "say_at", "lead_in_ms",
+                    "pause_ms"] {
             #expect(text.contains(key), "examples/announced.toml does not show \(key)")
         }
         // What the comments say to do works: enabled, and the daily total at its time.
