@@ -28,9 +28,13 @@ extension Journal {
             let evidence = try moveAside(path, reason: damage)
             return (try open(), evidence)
         }
+        // (One catch-all, not `catch let error where error.isCorruption` with the rest thrown on implicitly: for a
+        // typed error that Debian's Swift 6.2.3, built with assertions, fails SIL verification — "stack dealloc
+        // with empty stack" — and crashes.)
         do {
             return (try open(), nil)
-        } catch let error where error.isCorruption {
+        } catch {
+            guard error.isCorruption else { throw error }
             let evidence = try moveAside(path, reason: error)
             return (try open(), evidence)
         }

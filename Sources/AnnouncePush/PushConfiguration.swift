@@ -403,7 +403,8 @@ public struct PushConfiguration: Sendable {
         /// A topic to publish to: no wildcards, not empty.
         mutating func topic(_ table: TOMLTable, _ key: String, _ name: String) -> String? {
             guard let text = string(table, key, name) else { return nil }
-            guard !text.isEmpty, !text.contains("+"), !text.contains("#"), !text.unicodeScalars.contains("\u{0}") else {
+            // Characters, not substrings: Foundation's substring search is not linked into the release executable.
+            guard !text.isEmpty, !text.unicodeScalars.contains(where: { $0 == "+" || $0 == "#" || $0 == "\u{0}" }) else {
                 problem(name, "must be a topic name without wildcards (+, #)")
                 return nil
             }
