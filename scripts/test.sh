@@ -13,12 +13,18 @@ cd "$(dirname "$0")/.."
 unset ANNOUNCE_VM_REUSE  # the system tests always boot the VM here
 
 stage_started=$(date +%s)
+stage_name=setup
 stage() {  # prints how long the previous stage took, then the next stage's name
     local now
     now=$(date +%s)
     echo "test: [$((now - stage_started)) s] $*"
     stage_started=$now
+    stage_name="$*"
 }
+# A stage of tests that fails does not stop the others (a build that fails does): the run reports every failed
+# stage at its end, and fails.
+failed_stages=()
+failed() { failed_stages+=("$stage_name"); echo "test: FAILED: $stage_name" >&2; }
 
 # A hung test must fail the run with its name, not eat CI's 90 minutes: every long step runs under `timeout`,
 # bounded by its own limit (several times its usual length: docs/benchmarks.md, "CI stages") and by what is
@@ -55,12 +61,12 @@ export ANNOUNCE_VOICES="$PWD/out/voices"
 # 2-core machine busy with voice-pack builds, TLS handshakes and parallel suites does not starve their audio.
 rig_tests='^IntegrationTests\.|^AnnounceALSATests\.|^AnnouncePushTests\.(PushEndToEndTests|PushFleetTests)'
 stage "host unit tests (in parallel)"
-bounded 10 swift test --skip-build --skip '^SystemTests\.' --skip "$rig_tests"
+bounded 10 swift test --skip-build --skip '^SystemTests\.' --skip "$rig_tests" || failed
 stage "host integration tests on sound rigs (one at a time)"
-bounded 30 swift test --skip-build --no-parallel --filter "$rig_tests"
+bounded 30 swift test --skip-build --no-parallel --filter "$rig_tests" || failed
 
 stage "fuzzing the request decoder and the amount parser (libFuzzer + ASan, scripts/fuzz.sh)"
-bounded 15 scripts/fuzz.sh "${ANNOUNCE_FUZZ_SECONDS:-30}"
+bounded 15 scripts/fuzz.sh "${ANNOUNCE_FUZZ_SECONDS:-30}" || failed
 
 # Memory safety: the unit tests (the player on fake devices among them), and the integration tests that drive the
 # daemon hardest (a burst from many clients, hostile input, the protocol), with the test runner AND the daemon and
@@ -87,18 +93,22 @@ for sanitizer in ${ANNOUNCE_SANITIZERS-address thread}; do
     ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt" \
         ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
-        bounded 15 swift test --skip-build "${flags[@]}" --filter "$tests"
+        bounded 15 swift test --skip-build "${flags[@]}" --filter "$tests" || failed
     if [[ "$sanitizer" == address ]]; then
         stage "the playback path on the sound rig under --sanitize=address (one at a time)"
         ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
             ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
             bounded 20 swift test --skip-build "${flags[@]}" --no-parallel \
-            --filter '^AnnounceALSATests\.|^IntegrationTests\.DaemonIntegration/EndToEndTests/'
+            --filter '^AnnounceALSATests\.|^IntegrationTests\.DaemonIntegration/EndToEndTests/' || failed
     fi
 done
 
 # The deployed system last, alone on the machine: unit files, then a VM with a real kernel, ALSA drivers and
 # systemd running the project's own install and units (scripts/vm/run.sh; docs/deployment.md).
 stage "system tests (unit files; VM: make install, activation, access, push, volume, duck, watchdog, kill)"
-bounded 30 swift test --skip-build --filter '^SystemTests\.'
+bounded 30 swift test --skip-build --filter '^SystemTests\.' || failed
 stage "done"
+if (( ${#failed_stages[@]} > 0 )); then
+    printf 'test: failed stage: %s\n' "${failed_stages[@]}" >&2
+    exit 1
+fi

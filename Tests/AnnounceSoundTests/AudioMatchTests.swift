@@ -57,6 +57,25 @@ struct AudioMatchTests {
         #expect(heard.map(\.best) == [2] && heard.first?.complete == true, "\(heard)")
     }
 
+    /// A kill just after an announcement began leaves a few hundred samples: its quiet rise and the first sound.
+    /// That is a fragment of it (then heard whole when spoken again), while noise as short is still unknown.
+    @Test func aCutJustAfterTheOnsetIsAFragmentButShortNoiseIsNot() {
+        for (index, render) in renders.enumerated() {
+            let first = render.firstIndex { abs(Int32($0)) >= 8 } ?? 0
+            let onset = render.firstIndex { abs(Int32($0)) >= 300 } ?? 0
+            let cut = Array(render[first..<(onset + 200)])
+            let heard = AudioMatch.hearings(of: renders, in: silence + scaled(cut, 0.5) + silence + render + silence)
+            // (Every render begins with 到账: which of them the fragment is cannot be told, only that it is one.)
+            #expect(
+                heard.count == 2 && heard[0].best != nil && !heard[0].complete && heard[1].best == index
+                    && heard[1].complete,
+                "\(cut.count) samples cut from \(index): \(heard)")
+        }
+        let noise = (0..<315).map { Int16(truncatingIfNeeded: ($0 * 7919) % 20_000 - 10_000) }
+        let heard = AudioMatch.hearings(of: renders, in: silence + noise + silence)
+        #expect(heard.count == 1 && heard[0].best == nil, "\(heard)")
+    }
+
     @Test func somethingElseIsAnUnknownSound() {
         let noise = (0..<8_000).map { Int16(truncatingIfNeeded: ($0 * 7919) % 20_000 - 10_000) }
         let heard = AudioMatch.hearings(of: renders, in: silence + noise + silence + renders[1] + silence)

@@ -213,8 +213,12 @@ extension AudioMatch {
                 extent += 1
             }
             extent -= quiet
-            // A candidate matched for 50 ms, or for all of a shorter sound (a fragment cut off early).
-            if let bestIndex, matched[bestIndex] >= 800 || (matched[bestIndex] >= 64 && matched[bestIndex] >= extent - start - 160) {
+            // A candidate matched for 50 ms, or for all of a shorter sound (a fragment cut off early): from its
+            // onset (a quiet rise before the candidate's own onset is searched like any hearing's) to within one
+            // period of the sound's end.
+            if let bestIndex,
+                matched[bestIndex] >= 800 || (matched[bestIndex] >= 64 && reach[bestIndex] >= extent - 160)
+            {
                 hearing.best = bestIndex
                 hearing.complete = onsets[bestIndex] + matched[bestIndex] >= ends[bestIndex]
                 hearing.end = max(start + 1, reach[bestIndex])
@@ -260,15 +264,16 @@ extension AudioMatch {
             }
             return count >= 64 && energy > 0 && expectedEnergy > 0 ? dot / (energy * expectedEnergy).squareRoot() : -1
         }
+        // Coarse (every 4th lag), then fine around the four best coarse lags: a short fragment's true lag can sit
+        // between two coarse ones and read lower there than a chance alignment over a smaller overlap.
+        let coarse = stride(from: -search, through: search, by: 4).map { (lag: $0, value: correlation($0)) }
         var bestLag = -search
         var bestValue = -Double.infinity
-        for lag in stride(from: -search, through: search, by: 4) {
-            let value = correlation(lag)
-            if value > bestValue { (bestLag, bestValue) = (lag, value) }
-        }
-        for lag in (bestLag - 3)...(bestLag + 3) {
-            let value = correlation(lag)
-            if value > bestValue { (bestLag, bestValue) = (lag, value) }
+        for candidate in coarse.sorted(by: { $0.value > $1.value }).prefix(4) {
+            for lag in (candidate.lag - 3)...(candidate.lag + 3) {
+                let value = correlation(lag)
+                if value > bestValue { (bestLag, bestValue) = (lag, value) }
+            }
         }
         // Gain: the median ratio over the loud samples of the first 0.1 s (robust to a fragment's cut-off end).
         func gainRatios(above floor: Double) -> [Double] {
