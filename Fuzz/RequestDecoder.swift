@@ -57,6 +57,10 @@ private func validate(_ request: Request) throws(AnnounceError) -> Response {
         let ttl = try request.ttlMilliseconds()
         precondition(ttl.map { $0 >= 0 && $0 <= Int64(JobRequest.maximumTTLSeconds) * 1000 } ?? true)
         return Response(id: request.id, ok: true, job: JobInfo(id: 1, state: .queued, priority: priority))
+    case .today:
+        let (_, job) = try request.todayRequest()
+        if let job { check(job) }
+        return Response(id: request.id, ok: true)
     default:
         return Response(id: request.id, ok: true)
     }
@@ -72,6 +76,10 @@ private func check(_ job: JobRequest) {
         precondition(!name.isEmpty && name.utf8.count <= JobRequest.maximumNameLength)
     case .text(let text):
         precondition(!text.allSatisfy(\.isWhitespace) && text.count <= Composer.maximumTextLength)
+    case .summary(let totals):
+        // `today` with `say`: the daemon fills the totals in from its journal, never from the request.
+        precondition(totals == DayTotals(), "a request set the day's totals")
+        precondition(job.priority != .status, "the day's total accepted as droppable")
     }
     if let order = job.order {
         precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength, "order length")
