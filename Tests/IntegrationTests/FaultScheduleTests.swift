@@ -314,13 +314,19 @@ struct Verdict {
                 continue
             }
             fragments += 1
-            // A fragment is the start of the payment heard whole right after it (played again from its start),
-            // or of one a client cancelled.
+            // A fragment is the start of the payment heard whole right after it (played again from its start) —
+            // after more fragments of that same start if each replay was cut again by the next fault — or of one
+            // a client cancelled.
             let length = hearing.matched[best]
-            let next = hearings.dropFirst(position + 1).first
+            var next: Hearing?
             var replayed = false
-            if let next, let again = next.best, next.complete {
-                replayed = hearing.matched[again] >= length - 160
+            for later in hearings.dropFirst(position + 1) {
+                next = later
+                guard let again = later.best, hearing.matched[again] >= length - 160 else { break }
+                if later.complete {
+                    replayed = true
+                    break
+                }
             }
             let cancelledOne = history.contains { job in
                 guard job.state == .cancelled, let index = schedule.payments.firstIndex(where: { $0.order == job.order })
