@@ -73,60 +73,63 @@ struct SystemdTests {
     }
 
     @Test func watchdogPingsStopWhileTheAudioThreadIsStuck() async throws {
-        let directory = try Paths.temporaryDirectory("wd")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let notify = try NotifySocket(path: "\(directory)/notify")
-        defer { notify.close() }
-        try await withRig { rig in
-            let environment = ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"]
-            try await withDaemon(rig: rig, arguments: ["--audio-stall-limit", "600ms"], environment: environment) { daemon in
-                _ = try await notify.wait { $0 == "WATCHDOG=1" }
-                // A suspended sink blocks the ALSA write: the audio thread is stuck inside the job.
-                let suspended = try await rig.command("/usr/bin/pactl", ["suspend-sink", "speaker", "1"])
-                #expect(suspended.status == 0, "\(suspended)")
-                let said = try await daemon.ctl(["say", "12345.67"])
-                #expect(said.status == 0, "\(said)")
+        try await withWatchdog("wd") { rig, daemon, notify in
+            _ = try await notify.wait { $0 == "WATCHDOG=1" }
+            // A suspended sink blocks the ALSA write: the audio thread is stuck inside the job.
+            let suspended = try await rig.command("/usr/bin/pactl", ["suspend-sink", "speaker", "1"])
+            #expect(suspended.status == 0, "\(suspended)")
+            let said = try await daemon.ctl(["say", "12345.67"])
+            #expect(said.status == 0, "\(said)")
 
-                // The daemon notices and stops pinging, so systemd would kill and restart it.
-                let withheld = try await waitForLog(daemon, containing: "watchdog pings withheld")
-                #expect(withheld, "no 'pings withheld' in the log:\n\(daemon.log)")
-                #expect(daemon.log.contains("audio thread"), "\(daemon.log)")
-                let pingsWhenStuck = notify.received.filter { $0 == "WATCHDOG=1" }.count
-                // Two and a half ping intervals; well inside the ALSA write's own no-progress limit (2 s and a
-                // buffer), after which the device counts as failed, its retries as progress, and pings resume.
-                try await Task.sleep(for: .milliseconds(500))
-                #expect(notify.received.filter { $0 == "WATCHDOG=1" }.count == pingsWhenStuck,
-                        "pinged while the audio thread was stuck\n\(daemon.log)")
+            // The daemon notices and stops pinging, so systemd would kill and restart it.
+            let withheld = try await waitForLog(daemon, containing: "watchdog pings withheld")
+            #expect(withheld, "no 'pings withheld' in the log:\n\(daemon.log)")
+            #expect(daemon.log.contains("audio thread"), "\(daemon.log)")
+            let pingsWhenStuck = notify.received.filter { $0 == "WATCHDOG=1" }.count
+            // Two and a half ping intervals; well inside the ALSA write's own no-progress limit (2 s and a
+            // buffer), after which the device counts as failed, its retries as progress, and pings resume.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(notify.received.filter { $0 == "WATCHDOG=1" }.count == pingsWhenStuck,
+                    "pinged while the audio thread was stuck\n\(daemon.log)")
 
-                // Unstuck, the job plays on and the pings resume.
-                let resumed = try await rig.command("/usr/bin/pactl", ["suspend-sink", "speaker", "0"])
-                #expect(resumed.status == 0, "\(resumed)")
-                let again = try await notify.wait { _ in
-                    notify.received.filter { $0 == "WATCHDOG=1" }.count > pingsWhenStuck
-                }
-                #expect(again != nil, "pings did not resume:\n\(daemon.log)")
-                #expect(try await waitForLog(daemon, containing: "watchdog pings resumed"), "\(daemon.log)")
+            // Unstuck, the job plays on and the pings resume.
+            let resumed = try await rig.command("/usr/bin/pactl", ["suspend-sink", "speaker", "0"])
+            #expect(resumed.status == 0, "\(resumed)")
+            let again = try await notify.wait { _ in
+                notify.received.filter { $0 == "WATCHDOG=1" }.count > pingsWhenStuck
             }
+            #expect(again != nil, "pings did not resume:\n\(daemon.log)")
+            #expect(try await waitForLog(daemon, containing: "watchdog pings resumed"), "\(daemon.log)")
         }
     }
 
     /// An announcement far longer than the stall limit is progress, not a hang: the watchdog judges the audio
     /// thread by the frames it writes, not by how long one job lasts (free text may take minutes).
     @Test func aLongAnnouncementIsNotMistakenForAHang() async throws {
-        let directory = try Paths.temporaryDirectory("wdl")
+        try await withWatchdog("wdl") { rig, daemon, notify in
+            _ = try await notify.wait { $0 == "WATCHDOG=1" }
+            // 到账九亿八千七百六十五万四千三百二十一点九九元: about 6 s, ten times the stall limit.
+            let said = try await daemon.ctl(["say", "--wait", "987654321.99"])
+            #expect(said.status == 0 && said.stdout.contains("spoken"), "\(said)")
+            #expect(!daemon.log.contains("watchdog pings withheld"), "a healthy daemon looked hung:\n\(daemon.log)")
+            let job = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
+            #expect((job.finishedMs ?? 0) > 3_000, "the announcement was long: \(job)")
+        }
+    }
+
+    /// A daemon on a rig under a 200 ms systemd watchdog (a notify socket of the test's own) and a 600 ms audio
+    /// stall limit.
+    func withWatchdog(
+        _ name: String, _ body: (Rig, DaemonProcess, NotifySocket) async throws -> Void
+    ) async throws {
+        let directory = try Paths.temporaryDirectory(name)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let notify = try NotifySocket(path: "\(directory)/notify")
         defer { notify.close() }
         try await withRig { rig in
             let environment = ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"]
-            try await withDaemon(rig: rig, arguments: ["--audio-stall-limit", "600ms"], environment: environment) { daemon in
-                _ = try await notify.wait { $0 == "WATCHDOG=1" }
-                // 到账九亿八千七百六十五万四千三百二十一点九九元: about 6 s, ten times the stall limit.
-                let said = try await daemon.ctl(["say", "--wait", "987654321.99"])
-                #expect(said.status == 0 && said.stdout.contains("spoken"), "\(said)")
-                #expect(!daemon.log.contains("watchdog pings withheld"), "a healthy daemon looked hung:\n\(daemon.log)")
-                let job = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
-                #expect((job.finishedMs ?? 0) > 3_000, "the announcement was long: \(job)")
+            try await withDaemon(rig: rig, arguments: ["--audio-stall-limit", "600ms"], environment: environment) {
+                try await body(rig, $0, notify)
             }
         }
     }
