@@ -56,7 +56,8 @@ extension DaemonIntegration {
                         }
                         schedule = run.schedule
                         let verdict = try Verdict(
-                            schedule: schedule, renders: renders, captured: captured, history: run.history)
+                            schedule: schedule, renders: renders, captured: captured, history: run.history,
+                            killFrames: run.killFrames)
                         print("fault schedule \(seed): \(run.summary) — \(verdict.summary)")
                         for problem in verdict.problems {
                             Issue.record("seed \(seed): \(problem)\nevents: \(run.log.joined(separator: "; "))")
@@ -179,6 +180,8 @@ struct ScheduleRun {
     var history: [JobInfo] = []
     var log: [String] = []
     var faults: [String: Int] = [:]
+    /// Where each kill -9 fell in the capture (``Rig/capturedFrames()``).
+    var killFrames: [Int] = []
     /// Choices made while running (which reload, whether to free the disk before a restart): seeded too.
     var random: SeededGenerator
 
@@ -228,6 +231,7 @@ struct ScheduleRun {
             case let .resend(index):
                 try await send(index)
             case .kill:
+                killFrames.append(rig.capturedFrames())
                 _ = try await daemon?.stop(signal: SIGKILL)
                 daemon = nil
                 if diskFull && Bool.random(using: &random) {
@@ -300,10 +304,13 @@ struct Verdict {
     var heardOnce = 0
     var fragments = 0
     var cancelled = 0
+    /// Payments heard whole, then killed before the journal had it, and so heard whole again (docs/protocol.md).
+    var inWindow = 0
 
-    init(schedule: FaultSchedule, renders: [[Int16]], captured: [Int16], history: [JobInfo]) throws {
+    init(schedule: FaultSchedule, renders: [[Int16]], captured: [Int16], history: [JobInfo], killFrames: [Int]) throws {
         let hearings = AudioMatch.hearings(of: renders, in: captured)
         var complete = [Int](repeating: 0, count: renders.count)
+        var completeEnds = [[Int]](repeating: [], count: renders.count)
         for (position, hearing) in hearings.enumerated() {
             guard let best = hearing.best else {
                 problems.append("a sound that is no payment: \(hearing)")
@@ -311,6 +318,7 @@ struct Verdict {
             }
             if hearing.complete {
                 complete[best] += 1
+                if let end = hearing.heardEnd { completeEnds[best].append(end) }
                 continue
             }
             fragments += 1
@@ -347,6 +355,11 @@ struct Verdict {
             case .spoken:
                 if complete[index] == 1 {
                     heardOnce += 1
+                } else if complete[index] == 2, let first = completeEnds[index].first,
+                    killFrames.contains(where: { AudioMatch.inReplayWindow(heardEnd: first, killFrame: $0) })
+                {
+                    heardOnce += 1
+                    inWindow += 1
                 } else {
                     problems.append(
                         "\(payment.order) (\(payment.amount)) spoken but heard complete \(complete[index]) times")
@@ -363,6 +376,7 @@ struct Verdict {
     }
 
     var summary: String {
-        "heard once \(heardOnce), cancelled \(cancelled), fragments \(fragments), problems \(problems.count)"
+        "heard once \(heardOnce) (\(inWindow) of them again after a kill in the window), cancelled \(cancelled), "
+            + "fragments \(fragments), problems \(problems.count)"
     }
 }

@@ -173,7 +173,24 @@ public struct Hearing: Sendable, CustomStringConvertible {
     }
 }
 
+extension Hearing {
+    /// Where the heard candidate's last audible sample is in the capture.
+    public var heardEnd: Int? { best.map { start + matched[$0] } }
+}
+
 extension AudioMatch {
+    /// The one way a payment may be heard complete twice (docs/protocol.md, "Durability"): the daemon was killed
+    /// after its last sample left the device but before that was journaled — one period plus one journal write —
+    /// so the next start speaks it again. `killFrame` is where the capture was when the kill was sent
+    /// (``Rig/capturedFrames()``); the first hearing must end within `window` frames before it (the window, with
+    /// room for a journal write on a loaded machine) or at most `captureLag` after it (parec's 20 ms fragments
+    /// reach the file a little late). Any later kill means the daemon recorded the hearing late: a double.
+    public static func inReplayWindow(
+        heardEnd: Int, killFrame: Int, window: Int = 2_400, captureLag: Int = 800
+    ) -> Bool {
+        killFrame - heardEnd <= window && heardEnd - killFrame <= captureLag
+    }
+
     /// Finds every announcement in `captured`, in order: at each onset, each candidate is aligned on its own
     /// onset (within ±`search` samples), its gain estimated (the sink's volume scales what the monitor hears),
     /// and followed sample by sample; a stretch that stops matching is tolerated only if the capture matches again

@@ -151,6 +151,16 @@ public final class Rig: Sendable {
         return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
     }
 
+    /// How many frames the capture running now holds: the present moment in the capture's own timeline (as of
+    /// parec's last 20 ms fragment). 0 when no capture runs.
+    public func capturedFrames() -> Int {
+        guard let file = try? String(contentsOfFile: "\(directory)/capture.file", encoding: .utf8),
+            let size = try? FileManager.default.attributesOfItem(
+                atPath: file.trimmingCharacters(in: .whitespacesAndNewlines))[.size] as? Int
+        else { return 0 }
+        return size / 2
+    }
+
     /// Runs a command with this rig's environment (pactl, amixer -D pulse …).
     public func command(_ executable: String, _ arguments: [String]) async throws -> CommandResult {
         try await run(executable, arguments, environment: environment)
