@@ -87,6 +87,10 @@ struct PlayerTests {
         return !removed.isEmpty || !flagged.isEmpty
     }
 
+    /// The silence the player writes after the last announcement of a burst: two of the device's periods, so
+    /// that a device that moves audio in whole periods plays the announcement's last one out whole.
+    func tail(_ sink: RecordingSink) -> [Int16] { [Int16](repeating: 0, count: 2 * sink.period) }
+
     func quickRetries(giveUpAfterMs: Int = 10_000) -> Player.Settings {
         var settings = PlayerTests.gapless
         settings.recovery = RecoverySettings(initialBackoffMs: 1, maximumBackoffMs: 4, giveUpAfterMs: giveUpAfterMs)
@@ -106,8 +110,8 @@ struct PlayerTests {
         #expect(results.map(\.id) == [1, 2, 3])
         #expect(results.allSatisfy { $0.state == .spoken })
         let expected = try jobs.flatMap { try pack.render($0.announcement) }
-        #expect(sink.samples == expected, "the device got exactly the three renders, in order, nothing between")
-        #expect(sink.heard == expected, "and played all of them")
+        #expect(sink.samples == expected + tail(sink), "the device got exactly the three renders, in order, nothing between, then the tail")
+        #expect(sink.heard == expected + tail(sink), "and played all of them")
         #expect(sink.calls == ["open(8000)", "played", "drain", "close"], "one open, one drain, at the end")
         #expect(results.map(\.frames) == (try jobs.map { try pack.render($0.announcement).count }))
     }
@@ -187,7 +191,7 @@ struct PlayerTests {
         player.join()
         let first = try pack.render(Fixtures.job(1, "1", pack: pack).announcement, leadInMs: 10)
         let second = try pack.render(Fixtures.job(2, "2", pack: pack).announcement)
-        #expect(sink.samples == first + second)
+        #expect(sink.samples == first + second + tail(sink))
         #expect(first.prefix(80).allSatisfy { $0 == 0 })
         let results = events.waitFor(2)
         #expect(results[0].leadInMs == 10 && results[1].leadInMs == nil)
@@ -210,7 +214,7 @@ struct PlayerTests {
         let renders = try jobs.map { try pack.render($0.announcement) }
         let pause = [Int16](repeating: 0, count: 250 * 8)
         let leadIn = [Int16](repeating: 0, count: 20 * 8)
-        #expect(sink.samples == leadIn + renders[0] + pause + renders[1] + pause + renders[2])
+        #expect(sink.samples == leadIn + renders[0] + pause + renders[1] + pause + renders[2] + tail(sink))
         #expect(sink.heard == sink.samples, "all of it played, silence included (no underrun between)")
     }
 
@@ -232,11 +236,13 @@ struct PlayerTests {
         player.join()
         let leadIn = 20 * 8
         #expect(sink.samples.prefix(leadIn + renders[0].count) == (Array(repeating: 0, count: leadIn) + renders[0])[...])
-        // The second came within a second of the first's end: the rest of the 10 s pause, not just the lead-in.
-        let between = sink.samples.count - leadIn - renders[0].count - renders[1].count
-        #expect(between > 9 * 8_000 && between <= 10 * 8_000, "\(between) frames of silence between")
+        // The second came within a second of the first's end: the rest of the 10 s pause, not just the lead-in
+        // (the first burst's tail, then the rest of the pause; the second burst's tail after it).
+        let tail = tail(sink)
+        let between = sink.samples.count - leadIn - renders[0].count - renders[1].count - tail.count
+        #expect(between > 9 * 8_000 && between <= 10 * 8_000 + tail.count, "\(between) frames of silence between")
         #expect(sink.samples.dropFirst(leadIn + renders[0].count).prefix(between).allSatisfy { $0 == 0 })
-        #expect(Array(sink.samples.suffix(renders[1].count)) == renders[1])
+        #expect(Array(sink.samples.suffix(renders[1].count + tail.count)) == renders[1] + tail)
     }
 
     @Test func aJobLongAfterTheLastSoundGetsOnlyTheLeadIn() throws {
@@ -257,7 +263,7 @@ struct PlayerTests {
         player.join()
         let leadIn = [Int16](repeating: 0, count: 20 * 8)
         let renders = try jobs.map { try pack.render($0.announcement) }
-        #expect(sink.samples == leadIn + renders[0] + leadIn + renders[1])
+        #expect(sink.samples == leadIn + renders[0] + tail(sink) + leadIn + renders[1] + tail(sink))
     }
 
     @Test func aJobIsSpokenOnlyOnceItsLastSampleHasLeftTheDevice() throws {
@@ -269,7 +275,7 @@ struct PlayerTests {
         try queue.enqueue(job)
         player.start()
         let render = try pack.render(job.announcement)
-        #expect(waitUntil { sink.samples.count == render.count }, "all written")
+        #expect(waitUntil { sink.samples.count == render.count + tail(sink).count }, "all written, the tail too")
         // Written, but the device still holds its last 128 frames: not heard yet, so not spoken.
         #expect(waitUntil { sink.calls.isEmpty == false })
         Thread.sleep(forTimeInterval: 0.05)
@@ -280,7 +286,7 @@ struct PlayerTests {
         queue.close()
         player.join()
         #expect(results.first?.state == .spoken)
-        #expect(sink.heard == render)
+        #expect(sink.heard == render + tail(sink))
         #expect(results.first?.heardAt != nil)
     }
 
@@ -324,8 +330,9 @@ struct PlayerTests {
         player.join()
         #expect(results.map(\.id) == [1, 2] && results.allSatisfy { $0.state == .spoken }, "\(results)")
         #expect(results.map(\.attempts) == [2, 2], "both played again from their start")
-        #expect(Array(sink.heard.suffix(renders[0].count + renders[1].count)) == renders[0] + renders[1])
-        #expect(sink.heard.count < 2 * renders[0].count + renders[1].count, "job 1 was heard only in part before")
+        let again = renders[0] + renders[1] + tail(sink)
+        #expect(Array(sink.heard.suffix(again.count)) == again)
+        #expect(sink.heard.count < renders[0].count + again.count, "job 1 was heard only in part before")
     }
 
     @Test func cancellingAJobPlayingOutDropsTheBufferAndReplaysTheNextOne() throws {
@@ -347,7 +354,7 @@ struct PlayerTests {
         player.join()
         #expect(results.map(\.state) == [.cancelled, .spoken])
         #expect(results[1].attempts == 2)
-        #expect(Array(sink.heard.suffix(renders[1].count)) == renders[1], "job 2 heard whole")
+        #expect(Array(sink.heard.suffix(renders[1].count + 2 * sink.period)) == renders[1] + tail(sink), "job 2 heard whole")
         #expect(!sink.heard.starts(with: renders[0]), "job 1 was cut: its end never played")
     }
 
@@ -403,10 +410,11 @@ struct PlayerTests {
         queue.close()
         player.join()
         #expect(results.map(\.state) == [.cancelled, .spoken])
-        #expect(sink.samples.count - nextSamples(next).count <= 64 + 16, "stopped within one period of the cancel")
+        let played = nextSamples(next) + tail(sink)
+        #expect(sink.samples.count - played.count <= 64 + 16, "stopped within one period of the cancel")
         #expect(sink.calls.contains("drop"))
-        #expect(Array(sink.samples.suffix(nextSamples(next).count)) == nextSamples(next))
-        #expect(Array(sink.heard.suffix(nextSamples(next).count)) == nextSamples(next), "the next one heard whole")
+        #expect(Array(sink.samples.suffix(played.count)) == played)
+        #expect(Array(sink.heard.suffix(played.count)) == played, "the next one heard whole")
     }
 
     @Test func aCancelFromAnotherThreadWakesABlockedWrite() throws {
@@ -453,7 +461,7 @@ struct PlayerTests {
         queue.close()
         player.join()
         #expect(results.first?.state == .spoken)
-        #expect(sink.samples == (try pack.render(job.announcement)))
+        #expect(sink.samples == (try pack.render(job.announcement)) + tail(sink))
         #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 3)
         #expect(events.deviceErrors == [.retry(afterMs: 1), .retry(afterMs: 2)])
         let status = player.status()
@@ -475,8 +483,8 @@ struct PlayerTests {
         #expect(results.first?.state == .spoken)
         #expect(results.first?.frames == render.count)
         // The interrupted start, then the whole job again.
-        #expect(Array(sink.samples.suffix(render.count)) == render)
-        #expect(Array(sink.heard.suffix(render.count)) == render, "heard whole after the fragment")
+        #expect(Array(sink.samples.suffix(render.count + 2 * sink.period)) == render + tail(sink))
+        #expect(Array(sink.heard.suffix(render.count + 2 * sink.period)) == render + tail(sink), "heard whole after the fragment")
         #expect(results.first?.attempts == 2)
         #expect(sink.calls.contains("vanished"))
     }
@@ -493,8 +501,9 @@ struct PlayerTests {
         player.join()
         let render = try pack.render(job.announcement)
         #expect(results.first?.state == .spoken)
-        #expect(sink.samples == render + render, "written once, then again after the device died in its tail")
-        #expect(Array(sink.heard.suffix(render.count)) == render)
+        #expect(sink.samples == render + tail(sink) + render + tail(sink),
+                "written once, then again after the device died while it played out")
+        #expect(Array(sink.heard.suffix(render.count + 2 * sink.period)) == render + tail(sink))
     }
 
     @Test func aDeviceAwayForAWhileKeepsTheQueueAndEveryJobPlaysInOrder() throws {
@@ -517,8 +526,8 @@ struct PlayerTests {
         #expect(results.map(\.id) == [1, 2, 3, 4])
         #expect(results.allSatisfy { $0.state == .spoken }, "\(results)")
         let renders = try jobs.map { try pack.render($0.announcement) }
-        let tail = renders[1] + renders[2] + renders[3]
-        #expect(Array(sink.samples.suffix(tail.count)) == tail, "job 2 replayed whole, then 3 and 4")
+        let rest = renders[1] + renders[2] + renders[3] + tail(sink)
+        #expect(Array(sink.samples.suffix(rest.count)) == rest, "job 2 replayed whole, then 3 and 4")
         #expect(events.deviceErrors.count == 7)
         #expect(player.status().recoveries == 1)
     }
@@ -569,7 +578,7 @@ struct PlayerTests {
         player.join()
         #expect(results.first?.state == .spoken)
         #expect(player.status().sink.xruns == 2)
-        #expect(sink.samples == (try pack.render(job.announcement)), "nothing lost or repeated around an xrun")
+        #expect(sink.samples == (try pack.render(job.announcement)) + tail(sink), "nothing lost or repeated around an xrun")
     }
 
     @Test func anAnnouncementThatCannotBeBuiltPlaysTheChime() throws {
@@ -584,7 +593,7 @@ struct PlayerTests {
         player.join()
         #expect(results.first?.state == .failed)
         #expect(results.first?.error?.code == .missingClip)
-        #expect(sink.samples == (try pack.renderChime()))
+        #expect(sink.samples == (try pack.renderChime()) + tail(sink))
     }
 
     // MARK: - Volume and ducking

@@ -24,7 +24,10 @@ import Synchronization
 ///   that starts less than `pauseMs` after the last sound stopped waits out the rest of the pause.
 /// - A burst starts by asking the `VolumeGuard` (threshold, mute policy) and ducking other audio; both are put
 ///   back after the burst, not between its jobs. The device drains — and, unless `keepOpen`, is released —
-///   only when the queue has run empty and everything was heard.
+///   only when the queue has run empty and everything was heard. Before that the last announcement is followed
+///   by two periods of silence, as aplay pads its last period: a device that moves audio in whole periods (dmix
+///   over a card, snd-aloop) stops only after the period holding the announcement's last samples went out whole.
+///   The tail counts toward the pause if another job comes.
 /// - A cancel (flagged in the queue by another thread, then `wake()`) stops within a period; buffered audio is
 ///   dropped, and any other job whose end was still in the buffer is played again from its start.
 /// - A device failure closes the device and retries with backoff (`DeviceRecovery`), replaying from its start
@@ -112,6 +115,9 @@ public final class Player: @unchecked Sendable {
     private var streamHasSound = false
     /// The stream (re)starts with the next write (opened, dropped, drained): it gets the lead-in.
     private var streamFresh = true
+    /// Frames of silence written since the last job's samples (the tail before a burst ends): the pause before
+    /// the next job is only what is left of it.
+    private var silenceSinceSound = 0
     /// When sound last stopped (a burst ended, or a cancel dropped the buffer): a job that comes sooner than
     /// `pauseMs` after it still gets its pause, in place of (or longer than) the lead-in.
     private var lastSoundEnded: UInt64?
@@ -354,7 +360,7 @@ public final class Player: @unchecked Sendable {
                     unheard[unheard.count - 1].result.leadInMs = silenceMs
                 }
             } else {
-                silence = streamHasSound ? settings.pauseMs * pack.sampleRate / 1000 : 0
+                silence = streamHasSound ? max(0, settings.pauseMs * pack.sampleRate / 1000 - silenceSinceSound) : 0
             }
             guard try writeTracked([Int16](repeating: 0, count: silence)[...]) else { return }
             streamFresh = false
@@ -365,6 +371,7 @@ public final class Player: @unchecked Sendable {
             guard try writeTracked(samples[...]) else { return }
             if let index = unheard.firstIndex(where: { $0.job.id == job.id }) { unheard[index].endFrame = written }
             streamHasSound = true
+            silenceSinceSound = 0
             deviceWorked()
         } catch {
             deviceFailed(error, job: job)
@@ -442,6 +449,12 @@ public final class Player: @unchecked Sendable {
     private func settle(untilIdle: Bool) {
         guard inBurst else { return }
         do {
+            // The tail: two periods of silence after the last sound (see the type's documentation).
+            if streamHasSound, let period = sink.status.periodFrames, silenceSinceSound < 2 * period {
+                let tail = 2 * period - silenceSinceSound
+                guard try writeTracked([Int16](repeating: 0, count: tail)[...]) else { return }
+                silenceSinceSound += tail
+            }
             while !unheard.isEmpty && !isAborted {
                 let all = try sink.waitUntilPlayed { pending in
                     confirm(pending: pending)
