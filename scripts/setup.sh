@@ -26,8 +26,15 @@ PACKAGES=(
     libsqlite3-dev      # CSQLite: the journal (loaded on first use, like the other C libraries)
     libsystemd-dev      # CSystemd: sd_notify (ready, status, watchdog) and socket activation
     systemd             # systemd-analyze (unit checks), systemd-socket-activate (socket activation tests)
-    qemu-system-x86     # the system-test VM (scripts/vm/run.sh): real kernel, ALSA drivers, systemd
-    debootstrap         # the VM's Debian root (scripts/vm/image.sh)
+    qemu-system-x86     # the amd64 system-test VM (scripts/vm/run.sh): real kernel, ALSA drivers, systemd
+    qemu-system-arm     # the arm64 system-test VM (qemu-system-aarch64)
+    qemu-user-static    # arm64 executables on this machine: the arm64 unit tests, man pages, the arm64 VM's root
+    debootstrap         # the packaging chroot (scripts/pkg/toolchain.sh)
+    mmdebstrap          # the VMs' Debian roots (scripts/vm/image.sh): an arm64 root without emulating dpkg
+    arch-test           # … which mmdebstrap asks whether arm64 programs run here
+    curl                # scripts/package.sh: is Debian's archive within reach
+    xz-utils            # the VMs' kernel modules (.ko.xz)
+    zstd                # … or .ko.zst
     busybox-static      # the VM's initramfs
     kmod                # depmod/modprobe for the VM's kernel modules
     e2fsprogs           # mkfs.ext4 -d: the VM's root image without mounting anything

@@ -99,7 +99,8 @@ struct JournalTests {
         #expect(journal.hasReserve)
         let ids = try (1...20).map { try journal.insert(record("\($0)")).jobID }
         // Fill the disk to the last byte.
-        let filler = fopen("\(mount)/filler", "w")
+        // Unwrapped: newer glibc headers (trixie's) mark fwrite's stream nonnull.
+        let filler = try #require(fopen("\(mount)/filler", "w"))
         let block = [UInt8](repeating: 0xA5, count: 4096)
         while fwrite(block, 1, block.count, filler) == block.count {}
         var byte: UInt8 = 1
