@@ -12,7 +12,10 @@ import SystemPackage
 
 /// Paths of the checkout and the built binaries.
 public enum Paths {
-    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    /// The checkout: where this file was compiled, or `ANNOUNCE_ROOT` (the arm64 tests are compiled in the
+    /// packaging chroot, where the checkout is /src, and run under qemu-user on the build machine).
+    public static let root = ProcessInfo.processInfo.environment["ANNOUNCE_ROOT"]
+        ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
     /// Where the built multi-call executable `announce` is: `ANNOUNCE_BIN_DIR`, else the debug build.
     public static var build: String {

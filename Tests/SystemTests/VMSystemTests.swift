@@ -4,54 +4,21 @@ import AnnounceTestSupport
 import Foundation
 import Testing
 
-/// The terminal as deployed, checked in a VM with a real kernel (Debian's), real ALSA drivers (snd-dummy,
-/// snd-aloop), real systemd and the project's own `make install` and unit files (docs/deployment.md).
+/// The terminal as deployed, checked in a VM with a real kernel (Debian 13's), real ALSA drivers (snd-dummy,
+/// snd-aloop), real systemd and the project's own amd64 packages installed with dpkg (docs/deployment.md).
 /// What the speaker gets is captured on hw:Loopback,1,0 and compared with `announce-ctl render`.
 @Suite struct VMSystemTests {
-    @Test func makeInstallSetsUpUsersUnitsAndAVerifiedHardenedService() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("install")
-        #expect(facts.status("make_install") == 0, "\(facts["make_install"])")
-        #expect(facts.status("sysusers") == 0 && facts.status("tmpfiles") == 0, "\(facts.summary)")
-        #expect(facts.status("enable") == 0, "\(facts["enable"])")
-        #expect(facts["id"].contains("(audio)"), "announce is not in the audio group: \(facts["id"])")
-        #expect(facts["cards"].contains("Loopback") && facts["cards"].contains("Dummy"), "\(facts["cards"])")
-        #expect(facts.status("verify") == 0 && facts["verify"].isEmpty, "systemd-analyze verify: \(facts["verify"])")
-        // systemd-analyze security on the running system: exposure at most 2.0 (its --threshold=20).
-        #expect(facts.status("security") == 0, "\(facts["security"])")
-        let exposure = try #require(Self.exposure(facts["exposure"]), "\(facts["exposure"])")
-        #expect(exposure <= 2.0, "\(facts["exposure"])")
-        #expect(facts.status("push_security") == 0, "\(facts["push_security"])")
-        let pushExposure = try #require(Self.exposure(facts["push_exposure"]), "\(facts["push_exposure"])")
-        #expect(pushExposure <= 2.0, "\(facts["push_exposure"])")
-        // Only the daemon's example becomes configuration; the push listener's (placeholder keys) is documentation.
-        #expect(facts["etc_announce"] == "announced.toml", "\(facts.summary)")
-        #expect(facts["push_example"] == "/usr/share/doc/announce/examples/push.toml", "\(facts.summary)")
-        #expect(facts["push_config"].contains("No such file"), "\(facts.summary)")
-        // docs/asound.conf's softvol controls exist on card 0 (the loopback).
-        #expect(facts["controls"].contains("'Master'") && facts["controls"].contains("'Music'"), "\(facts["controls"])")
+    @Test func thePackagesInstallUsersEnabledUnitsAndAVerifiedHardenedService() async throws {
+        try PackageChecks.install(try await VirtualMachineRun.amd64.value.facts("install"), arch: "amd64")
     }
 
     @Test func socketActivatedSayIsHeardAsTheOfflineRender() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("activation")
-        #expect(facts["service_before"] == "inactive", "the daemon ran before anyone asked: \(facts.summary)")
-        #expect(facts["socket_unit"] == "active")
-        #expect(facts["socket_file"] == "root announce 660", "\(facts["socket_file"])")
-        #expect(facts.status("say") == 0, "\(facts["say"])")
-        #expect(facts["say"].contains("job 1 spoken"), "\(facts["say"])")
-        #expect(facts["service_after"] == "active")
-        #expect(facts["status_text"] == "listening on /run/announce/announce.sock", "\(facts["status_text"])")
-
-        let heard = try facts.capture("heard")
-        let expected = try facts.render("expected")
-        let match = AudioMatch.correlation(expected: expected, captured: heard)
-        #expect(match.value > 0.95, "hw:Loopback,1,0 did not get 到账一百元 (correlation \(match.value))")
-        let heardLength = try #require(AudioMatch.end(heard)) - (try #require(AudioMatch.onset(heard)))
-        let expectedLength = try #require(AudioMatch.end(expected)) - (try #require(AudioMatch.onset(expected)))
-        #expect(abs(heardLength - expectedLength) < 16_000 / 20, "heard \(heardLength) samples, expected \(expectedLength)")
+        let facts = try await VirtualMachineRun.amd64.value.facts("activation")
+        try PackageChecks.activation(facts, expected: try facts.render("expected"))
     }
 
     @Test func daemonRunsConfinedAsItsOwnUser() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("confinement")
+        let facts = try await VirtualMachineRun.amd64.value.facts("confinement")
         let credentials = facts["credentials"].split(separator: " ")
         #expect(credentials.count == 3, "\(facts["credentials"])")
         #expect(credentials.first == "announce" && credentials.dropFirst().first == "announce", "\(facts.summary)")
@@ -66,7 +33,7 @@ import Testing
     }
 
     @Test func thePushListenersUserMaySpeakAndOthersCannotConnect() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("access")
+        let facts = try await VirtualMachineRun.amd64.value.facts("access")
         #expect(facts.status("push_user_say") == 0 && facts["push_user_say"].contains("spoken"),
                 "announce-push could not make it speak: \(facts["push_user_say"])")
         // It has the submit role (examples/announced.toml): it may speak, not cancel (exit 3, unauthorized).
@@ -81,7 +48,7 @@ import Testing
     }
 
     @Test func pushListenerUnderItsUnitTurnsASignedPublishIntoOneSpokenJob() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("push")
+        let facts = try await VirtualMachineRun.amd64.value.facts("push")
         // Not configured: skipped by ConditionPathExists, nothing failed.
         let unconfigured = facts["unconfigured"].split(separator: "\n")
         for property in ["ActiveState=inactive", "Result=success", "ConditionResult=no", "NRestarts=0"] {
@@ -115,29 +82,11 @@ import Testing
     }
 
     @Test func masterBelowTheThresholdIsRaisedForTheAlertAndPutBack() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("volume_threshold")
-        let scale = try #require(Self.softvolScale(facts["master_tlv"]), "\(facts["master_tlv"])")
-        let before = try #require(Self.mixer(facts["master_before"]), "\(facts["master_before"])")
-        let during = try #require(Self.mixer(facts["master_during"]), "\(facts["master_during"])")
-        let after = try #require(Self.mixer(facts["master_after"]), "\(facts["master_after"])")
-        // examples/announced.toml: volume_threshold = 60 (alsamixer's scale).
-        let threshold = try VolumeMapping.raw(for: .percent(60), scale: scale, element: "Master")
-        #expect(before.raw.allSatisfy { $0 == 76 }, "\(facts["master_before"])")
-        #expect(during.raw.allSatisfy { $0 >= threshold }, "not raised to 60% (raw \(threshold)): \(facts["master_during"])")
-        #expect(after.raw == before.raw, "not put back: \(facts["master_after"])")
-        // Heard at the raised level: the capture is the render times the gain amixer showed during the alert.
-        let heard = try facts.capture("heard")
-        let expected = try facts.render("expected")
-        let match = AudioMatch.correlation(expected: expected, captured: heard)
-        #expect(match.value > 0.95, "correlation \(match.value)")
-        let gain = try Self.level(heard) - Self.level(expected)
-        let duringDecibels = try #require(during.decibels.min())
-        #expect(abs(gain - duringDecibels) < 1.5,
-                "heard \(gain) dB relative to the render, amixer said \(duringDecibels) dB during the alert")
+        try PackageChecks.volumeThreshold(try await VirtualMachineRun.amd64.value.facts("volume_threshold"))
     }
 
     @Test func musicThroughDmixIsDuckedWhileTheAnnouncementPlaysAndRestoredAfter() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("duck")
+        let facts = try await VirtualMachineRun.amd64.value.facts("duck")
         let before = try #require(Self.mixer(facts["music_before"]), "\(facts["music_before"])")
         let during = try #require(Self.mixer(facts["music_during"]), "\(facts["music_during"])")
         let after = try #require(Self.mixer(facts["music_after"]), "\(facts["music_after"])")
@@ -185,7 +134,7 @@ import Testing
     /// The speaker's keys, on a USB keypad made through /dev/uinput (evemu-device) and pressed with evemu-event:
     /// real evdev nodes, udev, the drop-in's group and device access, the daemon's key reader.
     @Test func theKeypadsKeysSetTheLevelSpeakItMuteReplayAndSurviveAReplug() async throws {
-        let run = try await VirtualMachineRun.shared.value
+        let run = try await VirtualMachineRun.amd64.value
         let facts = run.facts("keys")
         let scale = try #require(Self.softvolScale(run.facts("volume_threshold")["master_tlv"]), "no Master scale")
         func raw(_ percent: Int) throws -> Int {
@@ -249,7 +198,7 @@ import Testing
     }
 
     @Test func aLongPressSpeaksTheDaysTotal() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("today")
+        let facts = try await VirtualMachineRun.amd64.value.facts("today")
         #expect(facts.number("actions") == 1, "one long press, one action: \(facts.summary)")
         let summary = try #require(try Self.replies(facts["today_before"]).first?.summary, "\(facts["today_before"])")
         #expect(summary.payments.count > 0, "the system test made payments today: \(facts["today_before"])")
@@ -264,7 +213,7 @@ import Testing
     }
 
     @Test func reloadRereadsTheConfigurationInTheSameProcess() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("reload")
+        let facts = try await VirtualMachineRun.amd64.value.facts("reload")
         #expect(facts.status("reload") == 0, "\(facts["reload"])")
         #expect(facts["logged"] == "yes", "no 'SIGHUP: reloading' from the daemon: \(facts.summary)")
         #expect(facts["pid_after"] == facts["pid_before"] && facts["service_after"] == "active", "\(facts.summary)")
@@ -272,7 +221,7 @@ import Testing
     }
 
     @Test func watchdogRestartsAHungDaemon() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("watchdog")
+        let facts = try await VirtualMachineRun.amd64.value.facts("watchdog")
         #expect(facts["watchdog_usec"] == "10s", "\(facts.summary)")
         // SIGSTOP: no more pings; systemd's watchdog kills it and Restart=on-failure starts a new one.
         #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
@@ -285,7 +234,7 @@ import Testing
     }
 
     @Test func killedMidAlertIsRestartedAndSpeaksTheCutAlertInFullAndTheQueuedJobsOnce() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("kill_mid_alert")
+        let facts = try await VirtualMachineRun.amd64.value.facts("kill_mid_alert")
         #expect(facts["playing_when_killed"] == "yes", "\(facts.summary)")
         #expect(facts.status("kill") == 0, "\(facts["kill"])")
         #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
@@ -336,7 +285,7 @@ import Testing
     /// without the metrics drop-in the daemon says why there are none and speaks on; with it, a real scrape on
     /// loopback answers, with the payment totals the journal holds (kept across the restarts before it).
     @Test func aPaymentIsFoundInTheJournalByItsOrderAndMetricsAreScrapedOnLoopback() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("observability")
+        let facts = try await VirtualMachineRun.amd64.value.facts("observability")
         #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
         #expect(facts.status("journal_order") == 0, "\(facts["journal_order"])")
         let entries = facts["journal_order"].split(separator: "\n").compactMap {
@@ -392,13 +341,21 @@ import Testing
     }
 
     @Test func stopIsCleanAndTheSocketStartsTheDaemonAgain() async throws {
-        let facts = try await VirtualMachineRun.shared.value.facts("stop_and_reactivate")
+        let facts = try await VirtualMachineRun.amd64.value.facts("stop_and_reactivate")
         #expect(facts.status("stop") == 0, "\(facts["stop"])")
         #expect(facts["result"] == "success", "SIGTERM did not end in a clean exit: \(facts.summary)")
         #expect(facts["service_stopped"] == "inactive")
         #expect(facts["socket_unit"] == "active", "the socket went away with the daemon")
         #expect(facts.status("ping") == 0, "\(facts["ping"])")
         #expect(facts["service_after_ping"] == "active")
+    }
+
+    @Test func anUpgradeKeepsTheJournalAndTheEditedConffile() async throws {
+        try PackageChecks.upgrade(try await VirtualMachineRun.amd64.value.facts("upgrade"))
+    }
+
+    @Test func purgeRemovesWhatThePackagesMade() async throws {
+        try PackageChecks.purge(try await VirtualMachineRun.amd64.value.facts("purge"))
     }
 
     /// One simple mixer element as `amixer sget` prints it: raw value and dB of every channel

@@ -2,25 +2,30 @@ import AnnounceSound
 import AnnounceTestSupport
 import Foundation
 
-/// One run of the system-test VM (scripts/vm/run.sh), shared by every test of the suite: the guest acts and
-/// records facts (scripts/vm/guest/system-test.sh), the tests check them.
+/// One run of the system-test VM (scripts/vm/run.sh) for one architecture, shared by every test that reads it:
+/// the guest installs the packages and acts and records facts (scripts/vm/guest/system-test.sh), the tests check
+/// them.
 struct VirtualMachineRun: Sendable {
     let directory: String
     let log: String
 
-    /// Started by the first test that asks, at most once per test process.
-    /// ANNOUNCE_VM_REUSE=1 checks the facts of the last run (in out/system-test) again without booting: for working
-    /// on the checks themselves. Never set in CI (scripts/test.sh unsets it).
-    static let shared = Task<VirtualMachineRun, any Error> {
-        let directory = "\(Paths.root)/out/system-test"
+    /// The amd64 VM (every step), started by the first test that asks, at most once per test process.
+    static let amd64 = Task<VirtualMachineRun, any Error> { try await start(arch: "amd64", folder: "system-test") }
+    /// The arm64 VM (the packages' own steps under qemu-system-aarch64), likewise.
+    static let arm64 = Task<VirtualMachineRun, any Error> { try await start(arch: "arm64", folder: "system-test-arm64") }
+
+    /// ANNOUNCE_VM_REUSE=1 checks the facts of the last run (in out/FOLDER) again without booting: for working on
+    /// the checks themselves. Never set in CI (scripts/test.sh unsets it).
+    static func start(arch: String, folder: String) async throws -> VirtualMachineRun {
+        let directory = "\(Paths.root)/out/\(folder)"
         if ProcessInfo.processInfo.environment["ANNOUNCE_VM_REUSE"] == "1" {
             print("ANNOUNCE_VM_REUSE=1: checking the facts of the last run in \(directory), no VM booted")
             return VirtualMachineRun(directory: directory, log: "")
         }
-        let result = try await run("\(Paths.root)/scripts/vm/run.sh", [directory])
+        let result = try await run("\(Paths.root)/scripts/vm/run.sh", ["--arch", arch, directory])
         print(result.stdout, terminator: "")
         guard result.status == 0 else {
-            throw HarnessError("the system-test VM failed (exit \(result.status)):\n\(result.stdout)\(result.stderr)")
+            throw HarnessError("the \(arch) system-test VM failed (exit \(result.status)):\n\(result.stdout)\(result.stderr)")
         }
         return VirtualMachineRun(directory: directory, log: result.stdout)
     }

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Runs the system test in a VM with a real kernel, real ALSA drivers and real systemd (docs/deployment.md):
-# builds the binaries for the guest (static Swift stdlib, scratch path .build-vm), gets the cached image
-# (scripts/vm/image.sh), boots it under qemu with the checkout shared read-only over 9p, lets the guest run
+# Runs the system test in a VM with a real kernel, real ALSA drivers and real systemd (docs/deployment.md): builds
+# the release packages for the guest's architecture and a second version of them for the upgrade
+# (scripts/package.sh), gets the cached trixie image (scripts/vm/image.sh), boots it under qemu with the checkout
+# shared read-only over 9p, lets the guest install the packages with dpkg and run
 # scripts/vm/guest/system-test.sh, and waits for it to power off.
 #
-#   scripts/vm/run.sh OUT       results in OUT: facts/STEP/…, guest.log, console.log, journal.txt, timings
+#   scripts/vm/run.sh [--arch amd64|arm64] OUT     results in OUT: facts/STEP/…, guest.log, console.log, journal.txt
 #
-# Exits 0 when the guest ran its test to the end (the checks on its facts are Tests/SystemTests), non-zero
-# when the VM could not be built or booted, or the guest did not finish within ANNOUNCE_VM_TIMEOUT seconds.
+# amd64 runs every step; arm64 (qemu-system-aarch64, a Cortex-A72 under software emulation) the packages' own:
+# install, say heard on the loopback, volume raised and put back, upgrade, purge. Exits 0 when the guest ran its
+# test to the end (the checks on its facts are Tests/SystemTests), non-zero when the packages or the VM could not be
+# built or booted, or the guest did not finish within ANNOUNCE_VM_TIMEOUT seconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-out="${1:?usage: scripts/vm/run.sh OUT}"
+arch=amd64
+if [[ "${1:-}" == --arch ]]; then
+    arch="${2:?--arch amd64|arm64}"
+    shift 2
+fi
+out="${1:?usage: scripts/vm/run.sh [--arch amd64|arm64] OUT}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 find "$out" -mindepth 1 -delete
@@ -23,15 +31,21 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 started=$(now)
-log "building the guest executable as make builds it (release, static Swift stdlib, no full Foundation, .build-vm)"
-# The Makefile's own flags, so that the guest runs the executable `make install` and the packages ship (a link
-# that still needs full Foundation fails here, not on a terminal); `make build` records the commit too.
-make build BUILD_DIR=.build-vm/release \
-    SWIFT_FLAGS='-c release --static-swift-stdlib --scratch-path .build-vm $(WITHOUT_FULL_FOUNDATION)' \
-    > "$out/build-announce.log" 2>&1 || { tail -30 "$out/build-announce.log"; exit 1; }
+# The packages as a terminal gets them, and the same build as the next version, for the upgrade. Each
+# architecture in its own folder: the guest installs exactly these (the checkout is shared with it).
+packages="out/vm-packages/$arch"
+log "building the $arch packages (scripts/package.sh), and version +upgrade1 of them"
+rm -rf "$packages"
+mkdir -p "$packages/current" "$packages/upgrade"
+scripts/package.sh --arch "$arch" --out "$packages/current" > "$out/package.log" 2>&1 \
+    || { tail -30 "$out/package.log"; exit 1; }
+version=$(sed -n '1s/^announce (\([^)]*\)).*/\1/p' debian/changelog)
+scripts/package.sh --arch "$arch" --version "$version+upgrade1" --out "$packages/upgrade" > "$out/package-upgrade.log" 2>&1 \
+    || { tail -30 "$out/package-upgrade.log"; exit 1; }
+echo "$packages" > "$out/packages"  # relative to the checkout, as the guest sees it
 built=$(now)
 
-image=$(scripts/vm/image.sh)
+image=$(scripts/vm/image.sh --arch "$arch")
 imaged=$(now)
 
 # The "music" the guest plays through the Music softvol while announcements are ducked: a steady 6 kHz tone
@@ -40,20 +54,24 @@ sox -q -n -r 16000 -c 1 -b 16 -e signed-integer "$out/music.wav" synth 40 sine 6
 
 log "booting $(cat "$image/kernel-release") under qemu (TCG), at most $timeout_seconds s"
 # KVM exists on these machines but cannot boot a guest (nested, paravirtual): software emulation (TCG).
+case "$arch" in
+    amd64) qemu=(qemu-system-x86_64 -accel tcg -cpu max) console=ttyS0 ;;
+    # No pointer authentication to emulate (-cpu max would): a Cortex-A72 is an ARMv8.0 core like a terminal's.
+    arm64) qemu=(qemu-system-aarch64 -M virt -accel tcg,thread=multi -cpu cortex-a72) console=ttyAMA0 ;;
+esac
 status=0
-timeout --kill-after=10 "$timeout_seconds" qemu-system-x86_64 \
-    -accel tcg -cpu max -smp 2 -m 2048 \
+timeout --kill-after=10 "$timeout_seconds" "${qemu[@]}" -smp 2 -m 2048 \
     -nodefaults -no-reboot -display none -monitor none -serial "file:$out/console.log" \
     -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-    -append "console=ttyS0 root=/dev/vda rw panic=-1 loglevel=4 systemd.show_status=false" \
-    -drive "file=$image/root.img,format=raw,if=virtio,snapshot=on" \
+    -append "console=$console root=/dev/vda rw panic=-1 loglevel=4 systemd.show_status=false" \
+    -drive "file=$image/root.img,format=raw,if=none,id=root,snapshot=on" -device virtio-blk-pci,drive=root \
     -virtfs "local,path=$root,mount_tag=src,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
     -nic none || status=$?
 finished=$(now)
 
 {
-    echo "binaries_seconds $(elapsed "$started" "$built")"
+    echo "packages_seconds $(elapsed "$started" "$built")"
     echo "image_seconds $(elapsed "$built" "$imaged")"
     echo "image_build_seconds $(cat "$image/build-seconds")"
     echo "vm_seconds $(elapsed "$imaged" "$finished")"

@@ -14,8 +14,16 @@ set -uo pipefail
 SRC="$1"
 OUT="$2"
 FACTS="$OUT/facts"
-STEPS=(install activation confinement access push reload volume_threshold duck keys today watchdog kill_mid_alert
-    stop_and_reactivate observability)
+ARCH=$(dpkg --print-architecture)
+# The packages scripts/vm/run.sh built for this guest: current/ and, for the upgrade, upgrade/.
+PACKAGES="$SRC/$(cat "$OUT/packages")"
+if [[ "$ARCH" == amd64 ]]; then
+    STEPS=(install activation confinement access push reload volume_threshold duck keys today watchdog kill_mid_alert
+        stop_and_reactivate observability upgrade purge)
+else
+    # An emulated arm64 core is slow: the packages' own steps, and the sound and the volume through them.
+    STEPS=(install activation volume_threshold upgrade purge)
+fi
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
 
 step=""
@@ -82,25 +90,41 @@ capture_stop() {
 # render NAME AMOUNT: what the daemon should play for AMOUNT, offline (announce-ctl render).
 render() { record "$1.render" announce-ctl render --output "$FACTS/$step/$1.wav" "$2"; }
 
+# debs DIR: the packages of a folder run.sh filled, in the order dpkg may take them in one call.
+debs() { ls "$1"/announce-voices_*_all.deb "$1"/announce_*_"$ARCH".deb "$1"/announce-push_*_"$ARCH".deb; }
+
 step_install() {
-    # The project's own install, as an operator would run it (docs/deployment.md).
-    record make_install make -C "$SRC" install BUILD_DIR="$SRC/.build-vm/release"
+    # The packages, as a vendor's image or an installer puts them on a terminal (docs/deployment.md, "Packages"):
+    # their maintainer scripts make the users, the state folders and enable and start the units.
+    record dpkg_install dpkg -i $(debs "$PACKAGES/current")
+    record packages dpkg-query -W -f '${Package} ${Version} ${Architecture} ${db:Status-Abbrev}\n' \
+        announce announce-push announce-voices
+    fact service_enabled "$(systemctl is-enabled announced.service)"
+    fact socket_enabled "$(systemctl is-enabled announced.socket)"
+    fact push_enabled "$(systemctl is-enabled announce-push.service)"
+    fact service_active "$(systemctl is-active announced.service)"
+    fact socket_active "$(systemctl is-active announced.socket)"
+    record conffiles dpkg-query -W -f '${Conffiles}\n' announce
+    record version announce-ctl --version
+    record man ls /usr/share/man/man8/announced.8.gz /usr/share/man/man1/announce-ctl.1.gz \
+        /usr/share/man/man1/announce-push.1.gz /usr/share/man/man1/announce.1.gz
+    fact completions "$(ls /usr/share/bash-completion/completions/ | grep -c '^announce')"
     # The terminal's ALSA configuration is the installed example (docs/asound.conf), unchanged.
     cp /usr/share/doc/announce/examples/asound.conf /etc/asound.conf
-    # Read the installed binaries once so that the first announcement does not page 100 MB of code in
-    # through the emulated disk while it plays (an artefact of TCG, not of the daemon).
-    cat /usr/bin/announced /usr/bin/announce-ctl /usr/bin/announce-push > /dev/null
+    # Read the installed executable once so that the first announcement does not page it in through the emulated
+    # disk while it plays (an artefact of TCG, not of the daemon).
+    cat /usr/bin/announce > /dev/null
     # softvol creates its control when its PCM is first opened (on a terminal: once, then alsactl store and
     # alsa-restore.service keep it): open "music" (→ Music → Master) for a moment, then set both to 0 dB.
     record create_controls aplay -q -D music -t raw -f S16_LE -r 16000 -c 1 -d 1 /dev/zero
     set_mixer Master 255
     set_mixer Music 255
     record controls amixer -c 0 scontrols
-    record sysusers systemd-sysusers announce.conf
-    record tmpfiles systemd-tmpfiles --create announce.conf
-    record daemon_reload systemctl daemon-reload
-    record enable systemctl enable --now announced.socket
+    # The daemon the install started found no asound.conf yet: it goes, the socket starts it again when asked.
+    record stop_after_config systemctl stop announced.service
     record id id announce
+    record push_id id announce-push
+    fact run_dir "$(stat -c '%U %G %a' /run/announce)"
     record cards aplay -l
     record verify systemd-analyze verify announced.service announced.socket announce-push.service
     record security systemd-analyze security --threshold=20 announced.service
@@ -536,6 +560,40 @@ step_observability() {
     cp "$FACTS/$step/announced.toml.before" /etc/announce/announced.toml
     systemctl daemon-reload
     systemctl restart announced.service
+}
+
+step_upgrade() {
+    # The next version over this one, as apt would install it: the operator's edit of the conffile and the journal
+    # (history, order ids, the day's totals) stay; the daemon is restarted on the new executable.
+    echo "# kept across upgrades: an operator's line" >> /etc/announce/announced.toml
+    record history_before announce-ctl history --json -n 200
+    record dpkg_upgrade dpkg -i $(debs "$PACKAGES/upgrade")
+    record packages dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' announce announce-push announce-voices
+    record conffile_tail tail -n 1 /etc/announce/announced.toml
+    fact etc_announce "$(ls /etc/announce | xargs)"
+    wait_until 60 idle || echo "   the daemon does not answer after the upgrade"
+    record history_after announce-ctl history --json -n 200
+    capture_start heard
+    record say announce-ctl say --wait 2.00
+    capture_stop
+    render expected 2.00
+    fact service "$(systemctl is-active announced.service)"
+}
+
+step_purge() {
+    # Purge removes what the packages and the daemon made; the system users stay (debian/announce.postrm).
+    record purge dpkg --purge announce-push announce announce-voices
+    fact packages_left "$(dpkg-query -W -f '${Package} ${db:Status-Abbrev}\n' 'announce*' 2>/dev/null | awk '$2 != "un" && $2 != "pn"' | xargs)"
+    fact state_dir "$(ls -d /var/lib/announce 2>&1)"
+    fact push_state_dir "$(ls -d /var/lib/announce-push 2>&1)"
+    fact etc_announce "$(ls -d /etc/announce 2>&1)"
+    fact run_dir "$(ls -d /run/announce 2>&1)"
+    fact executables "$(ls /usr/bin | grep -c '^announce')"
+    fact unit_files "$(ls /usr/lib/systemd/system | grep -c '^announce')"
+    fact enable_links "$(find /etc/systemd/system -type l \( -name 'announced.*' -o -name 'announce-push.*' \) | wc -l)"
+    fact socket_unit "$(systemctl is-active announced.socket)"
+    fact daemon_processes "$(pgrep -c -x announced || true)"
+    fact users "$(getent passwd announce announce-push | cut -d: -f1 | xargs)"
 }
 
 mkdir -p "$FACTS"
