@@ -21,22 +21,24 @@ grep '^fault schedule ' "$log" | tee out/fault-schedules.txt
 python3 - "$log" <<'PY'
 import re, sys, collections
 faults = collections.Counter()
-schedules = payments = heard = window = fragments = cancelled = problems = 0
+schedules = payments = heard = window = fragments = cancelled = expired = problems = 0
 for line in open(sys.argv[1], encoding="utf-8"):
     m = re.match(r"fault schedule (\d+): (\d+) payments, faults \[(.*)\] — heard once (\d+) \((\d+) of them again "
-                 r"after a kill in the window\), cancelled (\d+), fragments (\d+), problems (\d+)", line)
+                 r"after a kill in the window\), cancelled (\d+), expired (\d+), fragments (\d+), problems (\d+)", line)
     if not m:
         continue
     schedules += 1
     payments += int(m[2])
     for item in re.findall(r'"([^"]+) (\d+)"', m[3]):
         faults[item[0]] += int(item[1])
-    heard += int(m[4]); window += int(m[5]); cancelled += int(m[6]); fragments += int(m[7]); problems += int(m[8])
+    heard += int(m[4]); window += int(m[5]); cancelled += int(m[6]); expired += int(m[7]); fragments += int(m[8])
+    problems += int(m[9])
 issues = sum(1 for line in open(sys.argv[1], encoding="utf-8") if "seed " in line and ": " in line and line.startswith("↳ seed"))
 print(f"{schedules} schedules, {payments} payments, faults {dict(sorted(faults.items()))}, "
       f"{sum(faults.values())} in all")
 print(f"heard once in full: {heard} (of them heard whole again after a kill in the documented window: {window}); "
-      f"cancelled by request: {cancelled}; fragments then heard in full: {fragments}; "
+      f"cancelled by request: {cancelled}; expired by their ttl, never heard whole: {expired}; "
+      f"fragments then heard in full: {fragments}; "
       f"problems (lost, cut off for good, heard twice, unknown sound): {problems}")
 PY
 grep -E '^↳ seed' "$log" || true

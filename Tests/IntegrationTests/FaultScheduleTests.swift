@@ -88,6 +88,9 @@ struct FaultSchedule {
     struct Payment {
         var order: String
         var amount: String
+        /// Some payments are sent with a ttl (as a client that must not be heard late would): if faults hold one
+        /// up past it before it is heard whole, it ends `expired` — the one other acceptable end.
+        var ttlMs: Int?
     }
 
     enum Step: CustomStringConvertible {
@@ -134,7 +137,10 @@ struct FaultSchedule {
         self.seed = seed
         var random = SeededGenerator(seed: seed)
         let chosen = amounts.shuffled(using: &random).prefix(count)
-        payments = chosen.enumerated().map { Payment(order: "S\(seed)-\($0.offset)", amount: $0.element) }
+        payments = chosen.enumerated().map { offset, amount in
+            let ttl = Int.random(in: 0..<3, using: &random) == 0 ? Int.random(in: 1_500...6_000, using: &random) : nil
+            return Payment(order: "S\(seed)-\(offset)", amount: amount, ttlMs: ttl)
+        }
         var steps: [Step] = []
         for index in payments.indices {
             steps.append(.pay(index, hangUp: Int.random(in: 0..<6, using: &random) == 0))
@@ -284,7 +290,8 @@ struct ScheduleRun {
 
     func request(_ index: Int) -> Request {
         let payment = schedule.payments[index]
-        return Request(op: "say", amount: payment.amount, order: payment.order)
+        return Request(
+            op: "say", amount: payment.amount, order: payment.order, ttl: payment.ttlMs.map { Double($0) / 1000 })
     }
 
     /// Sends a payment and notes whether the daemon has it; refusals (full queue, full disk, stopping) and a
@@ -304,6 +311,8 @@ struct Verdict {
     var heardOnce = 0
     var fragments = 0
     var cancelled = 0
+    /// Payments sent with a ttl that faults held up past it: never heard whole, ended `expired`.
+    var expired = 0
     /// Payments heard whole, then killed before the journal had it, and so heard whole again (docs/protocol.md).
     var inWindow = 0
 
@@ -336,8 +345,10 @@ struct Verdict {
                     break
                 }
             }
+            // …or of one a client cancelled, or of one whose ttl passed before it could be played again whole.
             let cancelledOne = history.contains { job in
-                guard job.state == .cancelled, let index = schedule.payments.firstIndex(where: { $0.order == job.order })
+                guard job.state == .cancelled || (job.state == .expired && job.ttl != nil),
+                    let index = schedule.payments.firstIndex(where: { $0.order == job.order })
                 else { return false }
                 return hearing.matched[index] >= length - 160
             }
@@ -369,6 +380,11 @@ struct Verdict {
                 if complete[index] != 0 {
                     problems.append("\(payment.order) cancelled yet heard complete \(complete[index]) times")
                 }
+            case .expired where payment.ttlMs != nil:
+                expired += 1
+                if complete[index] != 0 {
+                    problems.append("\(payment.order) expired yet heard complete \(complete[index]) times")
+                }
             default:
                 problems.append("\(payment.order) ended \(job.state.rawValue): \(String(describing: job.error))")
             }
@@ -377,6 +393,6 @@ struct Verdict {
 
     var summary: String {
         "heard once \(heardOnce) (\(inWindow) of them again after a kill in the window), cancelled \(cancelled), "
-            + "fragments \(fragments), problems \(problems.count)"
+            + "expired \(expired), fragments \(fragments), problems \(problems.count)"
     }
 }
