@@ -332,6 +332,21 @@ echo "|---|---|---|"
 echo "| $((peak / 1024)) MiB | $(awk -v k="$(private_kb "$rig_pid")" 'BEGIN {printf "%.1f", k / 1024}') MiB | 20 ($(json < "$work/sustain" "'%.1f s' % d['seconds']")) |"
 echo
 
+echo "### The replay window (docs/protocol.md, \"Durability\")"
+echo
+# Every job the rig daemon spoke in this run logs record_ms: from the moment the device said its last sample had
+# left (the audio thread's check, once a period) to its spoken being committed to the journal.
+# The period: what the device gave the daemon (status, while it is open), else the default asked for (10 ms).
+period_ms=$("$bin/announce-ctl" status --json --socket "$work/rig.sock" \
+    | json "'%g' % (d['status']['audio']['sink']['periodFrames'] * 1000 / d['status']['audio']['sink']['sampleRate'])" 2>/dev/null || echo 10)
+grep -o 'record_ms=[0-9.]*' "$work/rig.log" | cut -d= -f2 | sort -n > "$work/record_ms"
+echo "| jobs | journal commit after heard: median | p95 | max | period (the check's granularity) | window at most |"
+echo "|---|---|---|---|---|---|"
+awk -v p="$period_ms" '{a[NR] = $1} END {
+    if (NR == 0) { print "| 0 | - | - | - | " p " ms | - |"; exit }
+    printf "| %d | %.2f ms | %.2f ms | %.2f ms | %s ms | %.1f ms |\n", NR, a[int((NR + 1) / 2)], a[int(NR * 0.95 + 0.5) > 0 ? int(NR * 0.95 + 0.5) : 1], a[NR], p, a[NR] + p }' "$work/record_ms"
+echo
+
 fi
 if want load; then
     echo "### Playback under load: 1000 announcements back to back, the other core saturated"
