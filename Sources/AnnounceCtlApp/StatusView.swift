@@ -82,9 +82,9 @@ enum StatusView {
         if audio.muted == true { line += " [muted]" }
         let threshold = audio.threshold.map { "\($0)%" } ?? audio.engine?.volume?.threshold ?? "none"
         line += ", alert threshold \(threshold)" + (audio.thresholdSource.map { " (\($0))" } ?? "")
-        // The owner's everyday level: shown when the daemon reports one (the shop's volume keys set it).
-        let everyday: String? = nil
-        line += ", everyday level \(everyday ?? "—")"
+        // The owner's everyday level (the shop's volume keys and `volume --level` set it); "—" from a daemon that
+        // reports none.
+        line += ", everyday level \(audio.level.map { "\($0)%" } ?? "—")"
         return line
     }
 

@@ -34,17 +34,6 @@ extension DaemonIntegration {
             return last
         }
 
-        /// Waits until the queue is empty and the burst is over: the device no longer playing, the volume no longer
-        /// held raised, no control held ducked (the restores run after the last job's end is reported).
-        @discardableResult
-        func waitUntilBurstEnded(_ daemon: DaemonProcess) async throws -> DaemonStatus {
-            try await daemon.waitForStatus { status in
-                guard status.queue.unfinished == 0, let engine = status.audio.engine else { return false }
-                return engine.state != .playing && engine.volume?.raised != true
-                    && engine.ducking?.controls.contains(where: \.ducked) != true
-            }
-        }
-
         @Test func theVolumeIsRaisedForTheAlertAndPutBackExactlyAfter() async throws {
             try await withRig { rig in
                 try await rig.setMixer("13107")  // 20%: too quiet to hear in a shop
@@ -56,7 +45,7 @@ extension DaemonIntegration {
                         let reply = try await daemon.ctl(["say", "12345.67"])
                         #expect(reply.status == 0, "\(reply)")
                         during = try await waitForMixer(rig) { $0.raw != 13107 }
-                        try await waitUntilBurstEnded(daemon)
+                        try await daemon.waitUntilBurstEnded()
                     }
                     #expect(during == Rig.MixerValue(raw: 39322, on: true), "during: 60% as amixer sets it")
                     let after = try await rig.mixer()
@@ -106,7 +95,7 @@ extension DaemonIntegration {
                         if seen.last != raw { seen.append(raw) }
                         try await Task.sleep(for: .milliseconds(20))
                     }
-                    let status = try await waitUntilBurstEnded(daemon)
+                    let status = try await daemon.waitUntilBurstEnded()
                     // (The last reading may already be the restore: the jobs' ends are recorded after it.)
                     let whileQueued = seen.last == 13107 ? Array(seen.dropLast()) : seen
                     #expect(whileQueued == [39322], "the volume went \(seen) while jobs were queued")
@@ -128,7 +117,7 @@ extension DaemonIntegration {
                     _ = try await daemon.ctl(["say", "12345.67"])
                     try await waitForMixer(rig) { $0.raw == 39322 }
                     try await rig.setMixer("50000")  // the owner turns it up during the announcement
-                    let status = try await waitUntilBurstEnded(daemon)
+                    let status = try await daemon.waitUntilBurstEnded()
                     let after = try await rig.mixer().raw
                     #expect(after == 50000, "the owner's choice wins")
                     #expect(status.audio.engine?.volume?.userOverrides == 1)
@@ -269,7 +258,7 @@ extension DaemonIntegration {
                     #expect(run.lowestMusicControl == 30419, "music control went down to \(run.lowestMusicControl)")
                     let restored = try await waitForMixer(rig, "pulse:music") { $0.raw == 65536 }
                     #expect(restored.raw == 65536, "music control back where it was")
-                    let status = try await waitUntilBurstEnded(daemon)
+                    let status = try await daemon.waitUntilBurstEnded()
                     #expect(status.audio.ducked == ["pulse:music/Master"])
                     #expect(status.audio.engine?.ducking?.controls.first?.ducks == 1)
                     let metrics = try await daemon.scrape()
@@ -295,7 +284,7 @@ extension DaemonIntegration {
                     #expect(abs(changedBy) < 1.5, "music level changed by \(changedBy) dB while announcing")
                     #expect(abs(20 * log10(before / max(after, 1))) < 1, "music level after: \(after) vs \(before)")
                     #expect(run.lowestMusicControl == 65536, "the music control was touched")
-                    let status = try await waitUntilBurstEnded(daemon)
+                    let status = try await daemon.waitUntilBurstEnded()
                     #expect(status.audio.engine?.ducking == nil, "no ducker in mix mode")
                 }
             }
@@ -324,7 +313,7 @@ extension DaemonIntegration {
                     let duckedBy = 20 * log10(before / max(during, 1))
                     #expect(duckedBy > 15 && duckedBy < 25, "music ducked by \(duckedBy) dB, expected about 20")
                     #expect(abs(20 * log10(before / max(after, 1))) < 1, "music not back: \(after) vs \(before)")
-                    let status = try await waitUntilBurstEnded(daemon)
+                    let status = try await daemon.waitUntilBurstEnded()
                     #expect(status.audio.engine?.ducking == nil, "the daemon itself lowered nothing")
                 }
             }

@@ -112,6 +112,39 @@ extension DaemonIntegration {
             }
         }
 
+        /// `announce-ctl status` at a glance (issue 19): which daemon and for how long, the device and its state with
+        /// the xruns since start, the volume now with whose it is, the alert threshold and the owner's everyday
+        /// level, the queue, and the last payment heard with when — each on the line a support call reads out.
+        @Test func statusAtAGlanceSaysWhichDaemonTheDeviceVolumeQueueLastPaymentAndXruns() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("13107")  // 20 %
+                let arguments = ["--mixer", "pulse", "--volume-threshold", "60%"]
+                try await withDaemon(rig: rig, arguments: arguments) { daemon in
+                    let before = try await daemon.ctl(["status"])
+                    #expect(before.stdout.contains("last paid: none heard yet"), "\(before)")
+                    #expect(try await daemon.ctl(["volume", "--level", "40"]).status == 0)
+                    let say = try await daemon.ctl(["say", "-w", "-o", "GLANCE-1", "-c", "alipay", "8.50"])
+                    #expect(say.status == 0, "\(say)")
+                    try await daemon.waitUntilBurstEnded()
+                    let status = try await daemon.ctl(["status"])
+                    #expect(status.status == 0, "\(status)")
+                    let lines = status.stdout.split(separator: "\n").map(String.init)
+                    #expect(lines.count >= 5, "\(status)")
+                    guard lines.count >= 5 else { return }
+                    #expect(lines[0].hasPrefix("announced 0.") && lines[0].contains("(commit ")
+                                && lines[0].contains(", up ") && lines[0].contains(" s, protocol "), "\(lines[0])")
+                    #expect(lines[1] == "device:   pulse — idle, 0 xruns since start", "\(lines[1])")
+                    #expect(lines[2] == "volume:   pulse/Master 40% (the owner's), alert threshold 60% (config), "
+                                + "everyday level 40%", "\(lines[2])")
+                    #expect(lines[3].hasPrefix("queue:    0 waiting, capacity "), "\(lines[3])")
+                    #expect(lines[3].hasSuffix("playing nothing"), "\(lines[3])")
+                    #expect(lines[4].hasPrefix("last paid: 支付宝到账八点五元 (job 1, 8.50, alipay, order GLANCE-1), heard 20"),
+                            "\(lines[4])")
+                    #expect(lines[4].hasSuffix(" s ago") && lines[4].contains(" UTC, "), "\(lines[4])")
+                }
+            }
+        }
+
         /// Metrics asked for on a port another program holds: the daemon starts and speaks anyway, and says — in
         /// its log at error level and in `status` — why there are no metrics and what to do.
         @Test func aTakenMetricsPortIsAnErrorTheDaemonSpeaksThrough() async throws {

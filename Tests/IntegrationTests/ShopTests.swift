@@ -23,13 +23,6 @@ extension DaemonIntegration {
             try pack.render(pack.composer.compose(amount: Amount(parsing: amount), channel: channel, options: options))
         }
 
-        /// What the last job of a burst left: the volume put back and nothing playing.
-        func waitUntilBurstEnded(_ daemon: DaemonProcess) async throws {
-            try await daemon.waitForStatus { status in
-                status.queue.unfinished == 0 && status.audio.engine?.state != .playing
-                    && status.audio.engine?.volume?.raised != true
-            }
-        }
 
         /// Polls amixer until `condition` holds (or 20 s pass); returns what was read last.
         func waitForMixer(_ rig: Rig, _ condition: (Rig.MixerValue) -> Bool) async throws -> Rig.MixerValue {
@@ -69,7 +62,7 @@ extension DaemonIntegration {
                     let quiet = try await rig.capture {
                         #expect(try await daemon.ctl(["say", "12.34"]).status == 0)
                         during = try await waitForMixer(rig) { $0.raw != 26215 }
-                        try await waitUntilBurstEnded(daemon)
+                        try await daemon.waitUntilBurstEnded()
                     }
                     #expect(during?.raw == 39322, "the alert is raised to the threshold")
                     #expect(try await rig.mixer().raw == 26215, "and the owner's 40 % comes back")

@@ -34,6 +34,17 @@ extension DaemonProcess {
         _ = Glibc.kill(processID, signal)
     }
 
+    /// Waits until the last burst is over: every job final, nothing playing, the volume no longer raised for an
+    /// alert and no music ducked. Returns that status.
+    @discardableResult
+    public func waitUntilBurstEnded() async throws -> DaemonStatus {
+        try await waitForStatus { status in
+            guard status.queue.unfinished == 0, let engine = status.audio.engine else { return false }
+            return engine.state != .playing && engine.volume?.raised != true
+                && engine.ducking?.controls.contains(where: \.ducked) != true
+        }
+    }
+
     /// Polls `status` until `condition` holds (or `timeout` passes, which throws).
     @discardableResult
     public func waitForStatus(
