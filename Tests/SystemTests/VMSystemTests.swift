@@ -210,6 +210,21 @@ import Testing
         let heard = AudioMatch.correlation(expected: try pack.render(expected), captured: try facts.capture("total"))
         #expect(heard.value > 0.95, "\(expected.text) was not heard (correlation \(heard.value))")
         #expect(facts["today_printed"].contains("\(summary.payments.count) payment"), "\(facts["today_printed"])")
+
+        // A short press (replay) and a long press (the day's total) while a 4.5 s payment played: the payment was
+        // heard whole, first and alone; the replay and the total were spoken after it.
+        let during = try facts.capture("during")
+        let payment = try facts.render("payment")
+        let hearings = AudioMatch.hearings(of: [payment], in: during)
+        #expect(hearings.first?.best == 0 && hearings.first?.complete == true, "the payment was cut: \(hearings)")
+        let paymentEnd = try #require(hearings.first?.heardEnd)
+        let paymentStart = try #require(hearings.first?.start)
+        #expect(AudioMatch.onset(during).map { abs($0 - paymentStart) < 160 } == true, "something played before it")
+        let after = Self.sounds(in: Array(during[paymentEnd...]), silence: 16_000 / 5)
+        #expect(after.count >= 2, "the replay and the day's total did not follow the payment: \(after.count) sounds")
+        let jobs = try Self.replies(facts["history_during"]).flatMap { $0.jobs ?? [] }
+        #expect(jobs.count == 3 && jobs.allSatisfy { $0.state == .spoken }, "\(facts["history_during"])")
+        #expect(jobs.last?.amount == "98765.43", "the payment was accepted first: \(facts["history_during"])")
     }
 
     @Test func reloadRereadsTheConfigurationInTheSameProcess() async throws {

@@ -446,6 +446,22 @@ step_today() {
     fact actions "$(new_count "key action")"
     record history announce-ctl history --json -n 3
     record today_printed announce-ctl today
+    # Keys while a payment plays: no key but mute cuts it; a replay and the day's total come after it. (Not the
+    # volume keys: they change the level at once, which is what they are for, and a gain change mid-way would
+    # hide a cut from the comparison.)
+    wait_until 30 settled || echo "   not settled before the keys-during-a-payment check"
+    capture_start during
+    note_keys
+    record say_during announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    tap "$node" KEY_PLAYPAUSE
+    key "$node" KEY_PLAYPAUSE 1
+    sleep 2.0  # held longer than keys.long_press: the input
+    key "$node" KEY_PLAYPAUSE 0
+    after_keys 2
+    capture_stop
+    render payment 98765.43
+    record history_during announce-ctl history --json -n 3
     # For the steps after: the everyday level back to full, the keypads unplugged.
     announce-ctl volume --level 100 > /dev/null
     for pid in "$FACTS"/keys/*.pid; do kill "$(cat "$pid")" 2>/dev/null; done
