@@ -107,7 +107,7 @@ extension Daemon {
             })
         status.version = BuildInfo.version
         status.commit = BuildInfo.commit
-        status.lastPayment = lastPayment.withLock { $0 }
+        status.lastPayment = jobs.lastPayment
         if let endpoint = metricsEndpoint {
             var metrics = DaemonStatus.Metrics(listen: "\(endpoint.address)")
             switch endpoint.state {

@@ -51,8 +51,6 @@ public final class Daemon: Sendable {
     let startedAt = Monotonic.nanos
     let recovered: (pending: Int, interrupted: Int)
     let clients = Atomic<Int>(0)
-    /// The last payment heard (replays aside), for `status`: this run's, else the journal's at start.
-    let lastPayment: Mutex<JobInfo?>
     /// The Prometheus endpoint over HTTP, if `metrics.listen` asks for one (started by ``DaemonRunner``).
     public let metricsEndpoint: MetricsEndpoint?
 
@@ -101,7 +99,6 @@ public final class Daemon: Sendable {
                 metadata: ["path": "\(configuration.journalPath).reserve"])
         }
         let override = try journal.setting(Self.thresholdSetting).flatMap(Int.init)
-        lastPayment = Mutex(try journal.lastSpokenPayment()?.info)
         live = Mutex(Live(configuration: configuration, policy: policy, voices: voices, thresholdOverride: override))
         var paymentTotals = Journal.PaymentTotals()
         do {
@@ -290,9 +287,6 @@ public final class Daemon: Sendable {
     private func ended(_ info: JobInfo, result: JobResult?) {
         metrics.jobFinished(info, firstSampleNanos: result?.firstSampleNanos)
         metrics.queueDepth(waitingByPriority)
-        if info.state == .spoken, info.amount != nil, info.replayOf == nil {
-            lastPayment.withLock { $0 = info }
-        }
         var metadata = Self.jobMetadata(info, event: EventKind.ended(info.state))
         if let firstSampleMs = info.firstSampleMs { metadata["first_sample_ms"] = "\(firstSampleMs)" }
         if let heardAt = result?.heardAt {

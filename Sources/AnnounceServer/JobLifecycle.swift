@@ -79,6 +79,8 @@ final class JobLifecycle: Sendable {
     let events: FinalEvents
     /// The payment heard last (for `status`): the journal's at start, then each one as its `spoken` is on disk.
     private let lastHeardPayment: Mutex<JobInfo?>
+    /// The last payment heard that was not a replay: what `replay` repeats, `status.lastPayment`.
+    private let lastOriginalPayment: Mutex<JobInfo?>
 
     init(
         journal: Journal, capacity: Int, dedupWindowMs: Int64, nowMs: Int64, logger: Logger, keepFinished: Int = 1000,
@@ -92,7 +94,9 @@ final class JobLifecycle: Sendable {
         self.wakePlayer = wakePlayer
         self.onFinal = onFinal
         self.events = FinalEvents(capacity: subscriberBuffer, logger: logger)
-        self.lastHeardPayment = Mutex(try journal.lastSpokenPayment()?.info)
+        let lastSpoken = try journal.lastSpokenPayment()?.info
+        self.lastHeardPayment = Mutex(lastSpoken)
+        self.lastOriginalPayment = Mutex(lastSpoken)
         let entries = try journal.dedupEntries(sinceMs: nowMs - dedupWindowMs)
         state = Mutex(State(dedup: DedupWindow(windowMs: dedupWindowMs, entries: entries)))
         queue.onDiscard { [weak self] job, reason in
@@ -336,6 +340,7 @@ final class JobLifecycle: Sendable {
 
     /// The payment heard last, if any (this run's, else the journal's at start).
     var lastHeard: JobInfo? { lastHeardPayment.withLock { $0 } }
+    var lastPayment: JobInfo? { lastOriginalPayment.withLock { $0 } }
 
     /// The jobs with an id above `since` that are not final yet, taken in turn with acceptances (so that a job is
     /// either listed here, or final on disk, or accepted after this): what a `subscribe` with `since` waits for.
@@ -448,7 +453,10 @@ final class JobLifecycle: Sendable {
         }
         guard let info else { return }
         for waiter in waiters { waiter.resume(returning: info) }
-        if info.state == .spoken && info.amount != nil { lastHeardPayment.withLock { $0 = info } }
+        if info.state == .spoken && info.amount != nil {
+            lastHeardPayment.withLock { $0 = info }
+            if info.replayOf == nil { lastOriginalPayment.withLock { $0 = info } }
+        }
         events.publish(info)
         onFinal(info, result)
     }
