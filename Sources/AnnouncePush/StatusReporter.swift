@@ -118,7 +118,9 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
         status.audio = Audio(
             device: audio.device, state: audio.engine?.state.rawValue,
             error: (audio.engine?.lastError ?? audio.lastError).map { "\($0.code): \($0.message)" })
-        status.volume = Volume(level: audio.volume, threshold: audio.threshold, muted: audio.muted)
+        // The owner's everyday level, not the mixer now (which an alert raises to the threshold); a daemon that
+        // keeps no level reports the mixer's value.
+        status.volume = Volume(level: audio.level ?? audio.volume, threshold: audio.threshold, muted: audio.muted)
         status.queue = Queue(depth: daemon.queue.waiting, unfinished: daemon.queue.unfinished)
         status.last_heard = daemon.lastHeard.map {
             Heard(order: $0.order, at: $0.finishedAt.flatMap(ISO8601Milliseconds.parse))

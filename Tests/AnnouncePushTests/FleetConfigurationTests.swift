@@ -81,6 +81,13 @@ struct FleetConfigurationTests {
         #expect(status.daemon == DeviceStatus.Daemon(state: "running", uptime_s: 3600))
         #expect(status.audio == DeviceStatus.Audio(device: "announce", state: nil, error: "audio_device: gone"))
         #expect(status.volume == DeviceStatus.Volume(level: 35, threshold: 60, muted: false))
+        // During an alert the mixer reads the threshold; the fleet still sees the owner's everyday level.
+        var alert = daemon
+        alert.audio.volume = 60
+        alert.audio.level = 35
+        #expect(
+            DeviceStatus.online(device: "T9", daemon: alert, receipts: nil, uptimeSeconds: 1, atMs: 1).volume
+                == DeviceStatus.Volume(level: 35, threshold: 60, muted: false))
         #expect(status.queue == DeviceStatus.Queue(depth: 2, unfinished: 3))
         #expect(status.last_heard == DeviceStatus.Heard(order: "O-9", at: 1_795_415_590_870))
         #expect(status.journal?.ok == true)
