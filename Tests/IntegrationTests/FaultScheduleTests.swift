@@ -73,7 +73,9 @@ extension DaemonIntegration {
 /// A random generator that is the same on every machine for one seed (SplitMix64).
 struct SeededGenerator: RandomNumberGenerator {
     private var state: UInt64
-    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+    /// SplitMix64 starts from the seed itself. (Starting from seed × the increment made seed n + 1's stream seed
+    /// n's shifted by one draw: neighbouring seeds made near-identical schedules.)
+    init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
