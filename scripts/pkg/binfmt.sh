@@ -10,7 +10,15 @@ dir=/proc/sys/fs/binfmt_misc
 [[ -e "$dir/register" ]] || mount -t binfmt_misc binfmt_misc "$dir" \
     || { echo "binfmt: cannot mount binfmt_misc on $dir" >&2; exit 1; }
 for entry in "$dir"/qemu-aarch64*; do
-    [[ -e "$entry" ]] && grep -q '^enabled' "$entry" && exit 0
+    [[ -e "$entry" ]] || continue
+    # An entry with the P flag (preserve argv[0], as Debian's binfmt-support registers it) hands a Swift arm64
+    # program no arguments at all (../shared/ARM.md): replaced by ours.
+    if grep -q '^flags:.*P' "$entry"; then
+        echo -1 > "$entry"
+        echo "binfmt: removed $(basename "$entry") (flag P)" >&2
+        continue
+    fi
+    grep -q '^enabled' "$entry" && exit 0
 done
 # The ELF header of an aarch64 executable (qemu's own scripts/qemu-binfmt-conf.sh).
 magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
