@@ -191,12 +191,11 @@ final class TopicWatcher: Sendable {
     func wait(
         for what: String, timeout: Duration = .seconds(30), _ condition: ([Message]) -> Bool
     ) async throws -> [Message] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let arrived = try await eventuallyValue(timeout: timeout) { () -> [Message]? in
             let messages = self.messages
-            if condition(messages) { return messages }
-            try await Task.sleep(for: .milliseconds(20))
+            return condition(messages) ? messages : nil
         }
+        if let arrived { return arrived }
         throw HarnessError(
             "\(what) did not arrive within \(timeout); received:\n\(messages.map(\.text).joined(separator: "\n"))")
     }

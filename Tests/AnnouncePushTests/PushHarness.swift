@@ -134,26 +134,24 @@ extension DaemonProcess {
     /// Waits until every order has a job that has been spoken; returns the history then.
     @discardableResult
     func waitUntilSpoken(_ orders: [String], timeout: Duration = .seconds(60)) async throws -> [JobInfo] {
-        let deadline = ContinuousClock.now + timeout
         var jobs: [JobInfo] = []
-        while ContinuousClock.now < deadline {
+        let spoken = try await eventually(timeout: timeout, every: .milliseconds(100)) {
             jobs = (try? await history()) ?? []
             let spoken = Set(jobs.filter { $0.state == .spoken }.compactMap(\.order))
-            if orders.allSatisfy(spoken.contains) { return jobs }
-            try await Task.sleep(for: .milliseconds(100))
+            return orders.allSatisfy(spoken.contains)
         }
+        if spoken { return jobs }
         throw HarnessError(
             "not all of \(orders) were spoken; history: \(jobs.map { "\($0.order ?? "-"):\($0.state)" })")
     }
 
     /// Waits until a status prompt named `name` has been spoken `count` times.
     func waitUntilPromptSpoken(_ name: String, count: Int = 1, timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let spoken = ((try? await history()) ?? []).filter { $0.prompt == name && $0.state == .spoken }
-            if spoken.count >= count { return }
-            try await Task.sleep(for: .milliseconds(100))
+        let spoken = try await eventually(timeout: timeout, every: .milliseconds(100)) { () async -> Bool in
+            let jobs: [JobInfo] = (try? await self.history()) ?? []
+            return jobs.filter { $0.prompt == name && $0.state == .spoken }.count >= count
         }
+        if spoken { return }
         let history = (try? await history()) ?? []
         throw HarnessError("prompt \(name) was not spoken \(count) time(s); history: \(history)")
     }

@@ -1,5 +1,6 @@
 import AnnounceCore
 @testable import AnnouncePush
+import AnnounceTestSupport
 import Foundation
 import Logging
 import Synchronization
@@ -39,13 +40,10 @@ struct StatusReporterTests {
 
         /// Polls every 10 ms until `condition` holds on what was published, or `timeout` passes.
         func wait(timeout: Duration = .seconds(15), _ condition: ([DeviceStatus]) -> Bool) async throws -> Bool {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
+            try await eventually(timeout: timeout, every: .milliseconds(10)) {
                 try poll()
-                if condition(published.withLock { $0.map(\.status) }) { return true }
-                try await Task.sleep(for: .milliseconds(10))
+                return condition(published.withLock { $0.map(\.status) })
             }
-            return false
         }
     }
 
@@ -70,7 +68,9 @@ struct StatusReporterTests {
         }
         #expect(try await collector.wait { $0.last?.volume?.threshold == 70 }, "the last change was not published")
         let published = collector.published.withLock { $0 }
-        #expect(published.count >= 3 && published.count < 10, "\(published.count) statuses for 20 changes in 2 s")
+        // Changes go out as they come, a second apart (how many depends on how fast this machine ran the loop:
+        // the pace is judged by the statuses' own timestamps below, not by a count).
+        #expect(published.count >= 3, "\(published.count) statuses for 20 changes in 2 s")
         for (earlier, later) in zip(published, published.dropFirst()) {
             // `at`: the wall clock when the reporter made the status, in ms (what a service reads).
             let gap = (later.status.at ?? 0) - (earlier.status.at ?? 0)

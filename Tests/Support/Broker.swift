@@ -81,11 +81,10 @@ public final class BackgroundProcess: Sendable {
 
     /// Waits until the log contains `text` `count` times; throws after `timeout` with the log.
     public func waitForLog(_ text: String, count: Int = 1, timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if log.components(separatedBy: text).count - 1 >= count { return }
-            try await Task.sleep(for: .milliseconds(50))
+        let appeared = try await eventually(timeout: timeout, every: .milliseconds(50)) {
+            log.components(separatedBy: text).count - 1 >= count
         }
+        if appeared { return }
         throw HarnessError("\"\(text)\" × \(count) did not appear in \(logFile) within \(timeout):\n\(log)")
     }
 }
@@ -147,12 +146,11 @@ public final class Broker: Sendable {
         try configuration.write(toFile: "\(directory)/mosquitto.conf", atomically: true, encoding: .utf8)
         let process = try await BackgroundProcess.start(
             "/usr/sbin/mosquitto", ["-c", "\(directory)/mosquitto.conf"], logFile: "\(directory)/stderr.log")
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if canConnect(port: port) { return process }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(20))
+        let listening = try await eventuallyValue(timeout: .seconds(20)) { () -> Bool? in
+            if canConnect(port: port) { return true }
+            return process.isRunning ? nil : false
         }
+        if listening == true { return process }
         _ = try? await process.stop(signal: SIGKILL)
         let log = (try? String(contentsOfFile: "\(directory)/mosquitto.log", encoding: .utf8)) ?? ""
         throw HarnessError("mosquitto did not listen on \(port):\n\(process.log)\n\(log)")

@@ -50,25 +50,19 @@ extension DaemonProcess {
     public func waitForStatus(
         timeout: Duration = .seconds(30), _ condition: (DaemonStatus) -> Bool
     ) async throws -> DaemonStatus {
-        let deadline = ContinuousClock.now + timeout
         var last: DaemonStatus?
-        while ContinuousClock.now < deadline {
-            if let status = try? await reply(Request(op: "status")).status {
-                if condition(status) { return status }
-                last = status
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        let reached = try await eventuallyValue(timeout: timeout) { () async -> DaemonStatus? in
+            guard let status = try? await reply(Request(op: "status")).status else { return nil }
+            last = status
+            return condition(status) ? status : nil
         }
+        if let reached { return reached }
         throw HarnessError("status did not reach the expected state; last: \(String(describing: last))\n\(log)")
     }
 
     /// Polls the daemon's log until it contains `text` (or `timeout` passes, which throws).
     public func waitForLog(_ text: String, timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if log.contains(text) { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        if try await eventually(timeout: timeout, { log.contains(text) }) { return }
         throw HarnessError("the log never said \"\(text)\":\n\(log)")
     }
 
@@ -78,14 +72,13 @@ extension DaemonProcess {
     public func waitUntilStarted(
         _ id: UInt64, timeout: Duration = .seconds(30), journalGrace: Duration = .milliseconds(300)
     ) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let playing = try await eventually(timeout: timeout) {
             let jobs = (try? await reply(Request(op: "queue")).jobs) ?? []
-            if jobs.contains(where: { $0.id == id && $0.state == .playing }) {
-                try await Task.sleep(for: journalGrace)
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            return jobs.contains(where: { $0.id == id && $0.state == .playing })
+        }
+        if playing {
+            try await Task.sleep(for: journalGrace)
+            return
         }
         throw HarnessError("job \(id) never started playing:\n\(log)")
     }

@@ -84,11 +84,10 @@ public final class FakeJournal: Sendable {
     public func waitForEntry(
         timeout: Duration = .seconds(30), _ matching: ([String: String]) -> Bool
     ) async throws -> [String: String] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let entry = entries.first(where: matching) { return entry }
-            try await Task.sleep(for: .milliseconds(50))
+        let entry = try await eventuallyValue(timeout: timeout, every: .milliseconds(50)) {
+            entries.first(where: matching)
         }
+        if let entry { return entry }
         throw HarnessError("no such journal entry within \(timeout); received:\n\(entries)")
     }
 

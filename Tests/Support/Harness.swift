@@ -229,14 +229,12 @@ public final class DaemonProcess: Sendable {
     }
 
     private func waitUntilReady() async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
+        let ready = try await eventually(timeout: .seconds(20), every: .milliseconds(50)) {
             if Glibc.kill(pid, 0) != 0 { throw HarnessError("announced exited early:\n\(log)") }
-            if let client = try? Client(path: socket), (try? client.send(Request(op: "ping")))?.first?.ok == true {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(50))
+            guard let client = try? Client(path: socket) else { return false }
+            return (try? client.send(Request(op: "ping")))?.first?.ok == true
         }
+        if ready { return }
         throw HarnessError("announced did not answer within 20 s:\n\(log)")
     }
 
