@@ -213,6 +213,11 @@ start_daemon rig pulse
 rig_pid=$daemon_pid
 start_daemon open pulse --keep-open
 open_pid=$daemon_pid
+# The default plays audio.lead_in_ms (50) of silence before a burst, to wake a sleeping amplifier: a shop hears
+# it as part of the onset. Without it, the path's own latency, which is what aplay (no lead-in) is compared to.
+start_daemon bare pulse --lead-in-ms 0
+lead_in_ms=$("$bin/announced" --check-config --voices "$PWD/out/voices" --device pulse 2>/dev/null \
+    | awk -F' = ' '/^lead_in_ms/ {print $2}')
 amount=123.45
 "$bin/announce-ctl" render --output "$work/announcement.wav" "$amount" >/dev/null
 text=$("$bin/announce-ctl" words "$amount" | cut -f2)
@@ -240,6 +245,7 @@ spd-say -o espeak-ng -y "$voice" -w "$text" >/dev/null  # the module loaded befo
 warm=$($probe onset "$rounds" \
     "announce-ctl say=$bin/announce-ctl say --socket $work/rig.sock $amount" \
     "announce-ctl say, --keep-open=$bin/announce-ctl say --socket $work/open.sock $amount" \
+    "announce-ctl say, no lead-in=$bin/announce-ctl say --socket $work/bare.sock $amount" \
     "aplay WAV=aplay -q -D pulse $work/announcement.wav" \
     "spd-say, running server=spd-say -o espeak-ng -y '$voice' -w '$text'")
 kill "$spd_pid"; wait "$spd_pid" 2>/dev/null || true
@@ -256,11 +262,14 @@ echo "| variant | median | p10–p90 | n | leading silence in the audio | spd-sa
 echo "|---|---|---|---|---|---|"
 row "announce-ctl say" "$warm" "$(lead "$work/announcement.wav")"
 row "announce-ctl say, --keep-open" "$warm" "$(lead "$work/announcement.wav")"
+row "announce-ctl say, no lead-in" "$warm" "$(lead "$work/announcement.wav")"
 row "aplay WAV" "$warm" "$(lead "$work/announcement.wav")"
 row "spd-say, running server" "$warm" "≈ $(lead "$work/espeak.wav")"
 row "spd-say, cold server" "$cold" "≈ $(lead "$work/espeak.wav")"
 echo
 echo "The same announcement ($amount: $text) everywhere; spd-say speaks it with espeak-ng's Mandarin voice."
+echo "The first two include the daemon's lead-in ($lead_in_ms ms of silence before a burst, audio.lead_in_ms, to"
+echo "wake a sleeping amplifier); \"no lead-in\" is a daemon started with --lead-in-ms 0."
 echo "In-daemon request → first sample on the rig (mean of the daemon's histogram, these rounds):"
 echo "default $(histogram_mean "$work/rig.sock" announce_first_sample_seconds) ms,"
 echo "--keep-open $(histogram_mean "$work/open.sock" announce_first_sample_seconds) ms."
@@ -278,17 +287,22 @@ request=$($probe request "$rounds" "$bin/announce-ctl say --socket {socket} $amo
 heard_default=$(json <<<"$warm" "d['announce-ctl say']['median_ms']")
 heard_open=$(json <<<"$warm" "d['announce-ctl say, --keep-open']['median_ms']")
 heard_aplay=$(json <<<"$warm" "d['aplay WAV']['median_ms']")
+heard_bare=$(json <<<"$warm" "d['announce-ctl say, no lead-in']['median_ms']")
 first_default=$(histogram_mean "$work/rig.sock" announce_first_sample_seconds | cut -d' ' -f1)
 first_open=$(histogram_mean "$work/open.sock" announce_first_sample_seconds | cut -d' ' -f1)
+first_bare=$(histogram_mean "$work/bare.sock" announce_first_sample_seconds | cut -d' ' -f1)
 sent=$(json <<<"$request" "d['median_ms']")
-echo "| step | default | --keep-open |"
-echo "|---|---|---|"
-echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same |"
-echo "| daemon: request read → first sample written to ALSA (mean of the rounds above) | $first_default ms | $first_open ms |"
-echo "| first sample written → heard on the monitor (the rest of the median onset) | $(awk -v h="$heard_default" -v s="$sent" -v f="$first_default" 'BEGIN {printf "%.2f", h - s - f}') ms | $(awk -v h="$heard_open" -v s="$sent" -v f="$first_open" 'BEGIN {printf "%.2f", h - s - f}') ms |"
-echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms |"
-echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | |"
-echo "| **onset ratio** announce-ctl say ÷ aplay | **$(awk -v a="$heard_default" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}')** | **$(awk -v a="$heard_open" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}')** |"
+rest() { awk -v h="$1" -v s="$sent" -v f="$2" -v l="$3" 'BEGIN {printf "%.2f", h - s - f - l}'; }
+ratio() { awk -v a="$1" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}'; }
+echo "| step | default | --keep-open | no lead-in |"
+echo "|---|---|---|---|"
+echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same | same |"
+echo "| daemon: request read → first sample written to ALSA, lead-in aside (mean of the rounds above) | $first_default ms | $first_open ms | $first_bare ms |"
+echo "| the lead-in's silence (audio.lead_in_ms) | $lead_in_ms ms | $lead_in_ms ms | 0 ms |"
+echo "| first sample written → heard on the monitor (the rest of the median onset) | $(rest "$heard_default" "$first_default" "$lead_in_ms") ms | $(rest "$heard_open" "$first_open" "$lead_in_ms") ms | $(rest "$heard_bare" "$first_bare" 0) ms |"
+echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms | $(printf %.1f "$heard_bare") ms |"
+echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | | |"
+echo "| **onset ratio** announce-ctl say ÷ aplay | **$(ratio "$heard_default")** | **$(ratio "$heard_open")** | **$(ratio "$heard_bare")** |"
 echo
 callgrind() {  # instructions a command executes (valgrind's callgrind: exact, the machine's load aside)
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/Collected/ {print $4}'
@@ -344,7 +358,9 @@ echo "| jobs | journal commit after heard: median | p95 | max | period (the chec
 echo "|---|---|---|---|---|---|"
 awk -v p="$period_ms" '{a[NR] = $1} END {
     if (NR == 0) { print "| 0 | - | - | - | " p " ms | - |"; exit }
-    printf "| %d | %.2f ms | %.2f ms | %.2f ms | %s ms | %.1f ms |\n", NR, a[int((NR + 1) / 2)], a[int(NR * 0.95 + 0.5) > 0 ? int(NR * 0.95 + 0.5) : 1], a[NR], p, a[NR] + p }' "$work/record_ms"
+    median = a[int((NR + 1) / 2)]
+    i95 = int(NR * 0.95 + 0.5); if (i95 < 1) i95 = 1
+    printf "| %d | %.2f ms | %.2f ms | %.2f ms | %s ms | %.1f ms |\n", NR, median, a[i95], a[NR], p, a[NR] + p }' "$work/record_ms"
 echo
 
 fi
