@@ -43,6 +43,16 @@ SWIFT ?= swift
 WITHOUT_FULL_FOUNDATION := $(foreach library,Foundation CoreFoundation _FoundationICU FoundationInternationalization,\
     -Xswiftc -Xfrontend -Xswiftc -disable-autolink-library -Xswiftc -Xfrontend -Xswiftc $(library))
 SWIFT_FLAGS ?= -c release --static-swift-stdlib $(WITHOUT_FULL_FOUNDATION)
+# libstdc++ linked in, not loaded: the Swift runtime's static link asks for -lstdc++, which would find
+# libstdc++.so, and relocating it and looking up its symbols was 2.3 M of the 3.3 M instructions of every
+# `announce-ctl` start (docs/benchmarks.md, "Left, and why"). The link searches first a folder that holds only a
+# link to libstdc++.a, so -lstdc++ finds the archive; lld's --as-needed would not do it (a shared definition wins
+# over an archive's). STATIC_CXX: the archive (default: the one the Swift toolchain's clang would link);
+# STATIC_CXX_DIR: the folder made for it; STATIC_CXX_LINK_DIR: that folder as the linker sees it (a cross-build in
+# a chroot sees the checkout elsewhere).
+STATIC_CXX ?= $(shell $(dir $(shell command -v $(firstword $(SWIFT))))clang -print-file-name=libstdc++.a)
+STATIC_CXX_DIR ?= $(BUILD_DIR)-static-libstdc++
+STATIC_CXX_LINK_DIR ?= $(abspath $(STATIC_CXX_DIR))
 # Where the executable to install is (the output of `make`, or another build such as the VM's static one).
 BUILD_DIR ?= .build/release
 # One executable; the programs are links to it, and it runs the one it is called by (Sources/announce).
@@ -71,7 +81,9 @@ all: build
 
 build:
 	scripts/build-info.sh
-	$(SWIFT) build $(SWIFT_FLAGS) --product $(EXECUTABLE)
+	mkdir -p $(STATIC_CXX_DIR)
+	ln -sfn $(STATIC_CXX) $(STATIC_CXX_DIR)/libstdc++.a
+	$(SWIFT) build $(SWIFT_FLAGS) -Xlinker -L$(STATIC_CXX_LINK_DIR) --product $(EXECUTABLE)
 	scripts/program-links.sh $(BUILD_DIR)
 
 install:

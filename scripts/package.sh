@@ -56,7 +56,12 @@ timing toolchain
 # architecture in its own scratch folder.
 scratch=".build-$arch"
 if [[ "$arch" == arm64 ]]; then
+    # libstdc++ linked in (Makefile, STATIC_CXX): the sysroot's archive, as the build chroot sees it.
+    cxx=$(cd "$sysroot" && ls -d usr/lib/gcc/aarch64-linux-gnu/*/libstdc++.a | sort -V | tail -1)
+    [[ -n "$cxx" ]] || pkg_die "no libstdc++.a in the arm64 sysroot $sysroot"
     make --no-print-directory build SWIFT="scripts/pkg/swift.sh arm64" BUILD_DIR="$scratch/$triple/release" \
+        STATIC_CXX="/sysroot/$cxx" STATIC_CXX_DIR="$scratch/static-libstdc++" \
+        STATIC_CXX_LINK_DIR="/src/$scratch/static-libstdc++" \
         SWIFT_FLAGS="-c release --static-swift-stdlib --scratch-path $scratch \$(WITHOUT_FULL_FOUNDATION)" \
         > "$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; pkg_die "the arm64 build failed (log: $work/build.log)"; }
     run() { qemu-aarch64-static -L "$sysroot" "$@"; }
@@ -83,6 +88,9 @@ glibc=$(readelf -VW "$executable" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' |
 needed=$(readelf -dW "$executable" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 if grep -qE 'swift|Foundation|dispatch|BlocksRuntime' <<< "$needed"; then
     pkg_die "$executable needs Swift's runtime as shared libraries ($needed): it must be linked in"
+fi
+if grep -q 'libstdc++' <<< "$needed"; then
+    pkg_die "$executable loads libstdc++.so ($needed): it must be linked in (Makefile, STATIC_CXX)"
 fi
 machine=$(readelf -hW "$executable" | awk -F: '/Machine:/ { gsub(/^ +/, "", $2); print $2 }')
 pkg_log "$executable: $machine, glibc $glibc at most, needs $needed"
