@@ -77,10 +77,9 @@ final class JobLifecycle: Sendable {
     private let wakePlayer: @Sendable () -> Void
     /// The subscribers of `subscribe`: every final state, as it reaches the disk (never blocking for them).
     let events: FinalEvents
-    /// The payment heard last (for `status`): the journal's at start, then each one as its `spoken` is on disk.
-    private let lastHeardPayment: Mutex<JobInfo?>
-    /// The last payment heard that was not a replay: what `replay` repeats, `status.lastPayment`.
-    private let lastOriginalPayment: Mutex<JobInfo?>
+    /// The payment heard last (`heard`, for `status`), and the last one that was not a replay (`original`: what
+    /// `replay` repeats, `status.lastPayment`): the journal's at start, then each one as its `spoken` is on disk.
+    private let lastPayments: Mutex<(heard: JobInfo?, original: JobInfo?)>
 
     init(
         journal: Journal, capacity: Int, dedupWindowMs: Int64, nowMs: Int64, logger: Logger, keepFinished: Int = 1000,
@@ -95,8 +94,7 @@ final class JobLifecycle: Sendable {
         self.onFinal = onFinal
         self.events = FinalEvents(capacity: subscriberBuffer, logger: logger)
         let lastSpoken = try journal.lastSpokenPayment()?.info
-        self.lastHeardPayment = Mutex(lastSpoken)
-        self.lastOriginalPayment = Mutex(lastSpoken)
+        self.lastPayments = Mutex((heard: lastSpoken, original: lastSpoken))
         let entries = try journal.dedupEntries(sinceMs: nowMs - dedupWindowMs)
         state = Mutex(State(dedup: DedupWindow(windowMs: dedupWindowMs, entries: entries)))
         queue.onDiscard { [weak self] job, reason in
@@ -339,8 +337,8 @@ final class JobLifecycle: Sendable {
     }
 
     /// The payment heard last, if any (this run's, else the journal's at start).
-    var lastHeard: JobInfo? { lastHeardPayment.withLock { $0 } }
-    var lastPayment: JobInfo? { lastOriginalPayment.withLock { $0 } }
+    var lastHeard: JobInfo? { lastPayments.withLock { $0.heard } }
+    var lastPayment: JobInfo? { lastPayments.withLock { $0.original } }
 
     /// The jobs with an id above `since` that are not final yet, taken in turn with acceptances (so that a job is
     /// either listed here, or final on disk, or accepted after this): what a `subscribe` with `since` waits for.
@@ -454,8 +452,10 @@ final class JobLifecycle: Sendable {
         guard let info else { return }
         for waiter in waiters { waiter.resume(returning: info) }
         if info.state == .spoken && info.amount != nil {
-            lastHeardPayment.withLock { $0 = info }
-            if info.replayOf == nil { lastOriginalPayment.withLock { $0 = info } }
+            lastPayments.withLock { last in
+                last.heard = info
+                if info.replayOf == nil { last.original = info }
+            }
         }
         events.publish(info)
         onFinal(info, result)

@@ -20,20 +20,6 @@ extension DaemonIntegration {
             try pack.render(pack.composer.compose(amount: Amount(parsing: amount)))
         }
 
-        /// Polls amixer until `condition` holds (or 20 s pass, which fails); returns what was read last.
-        @discardableResult
-        func waitForMixer(
-            _ rig: Rig, _ control: String = "pulse", _ condition: (Rig.MixerValue) -> Bool
-        ) async throws -> Rig.MixerValue {
-            var last = try await rig.mixer(control)
-            let deadline = ContinuousClock.now + .seconds(20)
-            while !condition(last) && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-                last = try await rig.mixer(control)
-            }
-            return last
-        }
-
         @Test func theVolumeIsRaisedForTheAlertAndPutBackExactlyAfter() async throws {
             try await withRig { rig in
                 try await rig.setMixer("13107")  // 20%: too quiet to hear in a shop
@@ -44,7 +30,7 @@ extension DaemonIntegration {
                     let captured = try await rig.capture {
                         let reply = try await daemon.ctl(["say", "12345.67"])
                         #expect(reply.status == 0, "\(reply)")
-                        during = try await waitForMixer(rig) { $0.raw != 13107 }
+                        during = try await rig.waitForMixer() { $0.raw != 13107 }
                         try await daemon.waitUntilBurstEnded()
                     }
                     #expect(during == Rig.MixerValue(raw: 39322, on: true), "during: 60% as amixer sets it")
@@ -88,7 +74,7 @@ extension DaemonIntegration {
                     }
                     // What amixer shows from the first raise until the queue is empty: never the owner's 20%
                     // in between (no restore between back-to-back jobs).
-                    try await waitForMixer(rig) { $0.raw == 39322 }
+                    try await rig.waitForMixer() { $0.raw == 39322 }
                     var seen: [Int] = []
                     while try await daemon.reply(Request(op: "status")).status?.queue.unfinished ?? 0 > 0 {
                         let raw = try await rig.mixer().raw
@@ -115,7 +101,7 @@ extension DaemonIntegration {
                 try await withDaemon(rig: rig, arguments: ["--mixer", "pulse", "--volume-threshold", "60%"]) {
                     daemon in
                     _ = try await daemon.ctl(["say", "12345.67"])
-                    try await waitForMixer(rig) { $0.raw == 39322 }
+                    try await rig.waitForMixer() { $0.raw == 39322 }
                     try await rig.setMixer("50000")  // the owner turns it up during the announcement
                     let status = try await daemon.waitUntilBurstEnded()
                     let after = try await rig.mixer().raw
@@ -134,7 +120,7 @@ extension DaemonIntegration {
                 let arguments = ["--mixer", "pulse", "--volume-threshold", "60%"]
                 let first = try await DaemonProcess.start(rig: rig, arguments: arguments, directory: directory)
                 let accepted = try await first.reply(Request(op: "say", amount: "987654321.99"))
-                let raised = try await waitForMixer(rig) { $0.raw == 39322 }
+                let raised = try await rig.waitForMixer() { $0.raw == 39322 }
                 #expect(raised.raw == 39322)
                 // Killed mid-announcement: the restart restores the owner's volume first (the state file), then
                 // speaks the cut job again in full — raising the volume again for it — and restores it after.
@@ -180,7 +166,7 @@ extension DaemonIntegration {
                     let match = AudioMatch.correlation(expected: try rendered("100"), captured: captured)
                     #expect(match.value > 0.9, "the alert was not heard (\(match.value))")
                     try await daemon.waitUntilIdle()
-                    let after = try await waitForMixer(rig) { !$0.on }
+                    let after = try await rig.waitForMixer() { !$0.on }
                     #expect(after.on == false, "the owner's mute is back")
                 }
             }
@@ -256,7 +242,7 @@ extension DaemonIntegration {
                     #expect(abs(backBy) < 1, "music not back after the announcement (\(after) vs \(before))")
                     // amixer saw the music control at −20 dB on PulseAudio's cubic scale: 65536 × 10^(−20/60).
                     #expect(run.lowestMusicControl == 30419, "music control went down to \(run.lowestMusicControl)")
-                    let restored = try await waitForMixer(rig, "pulse:music") { $0.raw == 65536 }
+                    let restored = try await rig.waitForMixer("pulse:music") { $0.raw == 65536 }
                     #expect(restored.raw == 65536, "music control back where it was")
                     let status = try await daemon.waitUntilBurstEnded()
                     #expect(status.audio.ducked == ["pulse:music/Master"])

@@ -23,18 +23,6 @@ extension DaemonIntegration {
             try pack.render(pack.composer.compose(amount: Amount(parsing: amount), channel: channel, options: options))
         }
 
-
-        /// Polls amixer until `condition` holds (or 20 s pass); returns what was read last.
-        func waitForMixer(_ rig: Rig, _ condition: (Rig.MixerValue) -> Bool) async throws -> Rig.MixerValue {
-            var last = try await rig.mixer()
-            let deadline = ContinuousClock.now + .seconds(20)
-            while !condition(last) && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-                last = try await rig.mixer()
-            }
-            return last
-        }
-
         /// The one loud stretch of a capture, compared with `expected`: correlation, and the gain it was heard at.
         func heard(_ expected: [Int16], in captured: [Int16]) -> (correlation: Double, gain: Double) {
             let match = AudioMatch.correlation(expected: expected, captured: captured)
@@ -61,7 +49,7 @@ extension DaemonIntegration {
                     var during: Rig.MixerValue?
                     let quiet = try await rig.capture {
                         #expect(try await daemon.ctl(["say", "12.34"]).status == 0)
-                        during = try await waitForMixer(rig) { $0.raw != 26215 }
+                        during = try await rig.waitForMixer() { $0.raw != 26215 }
                         try await daemon.waitUntilBurstEnded()
                     }
                     #expect(during?.raw == 39322, "the alert is raised to the threshold")

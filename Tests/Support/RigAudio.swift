@@ -30,6 +30,20 @@ extension Rig {
         throw HarnessError("cannot read amixer output: \(result.stdout)")
     }
 
+    /// Polls the element through amixer until `condition` holds, or 20 s pass; returns what was read last (the
+    /// caller's assertion then says what it was).
+    @discardableResult
+    public func waitForMixer(
+        _ control: String = "pulse", _ condition: (MixerValue) -> Bool
+    ) async throws -> MixerValue {
+        var last = try await mixer(control)
+        let reached = try await eventuallyValue(timeout: .seconds(20)) { () async throws -> MixerValue? in
+            last = try await mixer(control)
+            return condition(last) ? last : nil
+        }
+        return reached ?? last
+    }
+
     /// Sets an element through amixer: `value` is anything `amixer sset` takes (`13107`, `20%`, `mute`, `unmute`).
     public func setMixer(_ value: String, control: String = "pulse", element: String = "Master") async throws {
         let result = try await command("/usr/bin/amixer", ["-q", "-D", control, "sset", element, value])
