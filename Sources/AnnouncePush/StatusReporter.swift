@@ -51,7 +51,7 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
     public struct Journal: Codable, Sendable, Equatable {
         /// Writable, with its full-disk reserve in place, and sound at start.
         public var ok: Bool
-        /// Job starts and ends not on disk yet (the disk cannot be written).
+        /// Job starts and ends not on disk yet: in flight, or held while the disk cannot be written (`error`).
         public var unrecorded: Int?
         public var reserve: Bool?
         public var error: String?
@@ -126,9 +126,11 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
             Heard(order: $0.order, at: $0.finishedAt.flatMap(ISO8601Milliseconds.parse))
         }
         let journal = daemon.journal
+        // Changes on their way to disk (a job that just ended, its commit a few ms off) are not a fault: the
+        // journal is unwell when a write failed (the error stays until one succeeds), its reserve is spent, or it
+        // was found damaged at start.
         status.journal = Journal(
-            ok: (journal.unrecorded ?? 0) == 0 && journal.lastError == nil && journal.reserve != false
-                && journal.recoveredFromCorruption == nil,
+            ok: journal.lastError == nil && journal.reserve != false && journal.recoveredFromCorruption == nil,
             unrecorded: journal.unrecorded, reserve: journal.reserve,
             error: journal.lastError.map { "\($0.code): \($0.message)" },
             recovered_from_corruption: journal.recoveredFromCorruption)

@@ -92,6 +92,19 @@ struct FleetConfigurationTests {
         #expect(status.last_heard == DeviceStatus.Heard(order: "O-9", at: 1_795_415_590_870))
         #expect(status.journal?.ok == true)
         #expect(status.receipts?.pending == 1)
+        // A job's end on its way to disk is not a fault; one held because the disk cannot be written is.
+        journal.unrecorded = 2
+        daemon.journal = journal
+        #expect(
+            DeviceStatus.online(device: "T9", daemon: daemon, receipts: nil, uptimeSeconds: 1, atMs: 1).journal
+                == DeviceStatus.Journal(ok: true, unrecorded: 2, reserve: true))
+        journal.lastError = ErrorInfo(code: "journal", message: "disk full")
+        daemon.journal = journal
+        #expect(
+            DeviceStatus.online(device: "T9", daemon: daemon, receipts: nil, uptimeSeconds: 1, atMs: 1).journal
+                == DeviceStatus.Journal(ok: false, unrecorded: 2, reserve: true, error: "journal: disk full"))
+        journal.lastError = nil
+        journal.unrecorded = 0
         journal.reserve = false
         daemon.journal = journal
         #expect(
