@@ -184,9 +184,10 @@ extension DaemonIntegration {
                             // … and once the disk is full again nothing can be written.
                             try SmallDisk.fill(mount)
                             secondCancel = try await daemon.reply(Request(op: "cancel", job: second.job?.id))
-                            // The first job is heard; its end cannot be written.
+                            // The first job is heard; its end cannot be written: held back, and the write's
+                            // failure reported (not merely on its way to disk).
                             status = try await daemon.waitForStatus(timeout: .seconds(60)) {
-                                ($0.journal.unrecorded ?? 0) > 0 && $0.queue.playing != 1
+                                ($0.journal.unrecorded ?? 0) > 0 && $0.queue.playing != 1 && $0.journal.lastError != nil
                             }
                             #expect(finalReply.value.withLock { $0 } == nil, "a final reply before the end was recorded")
                             SmallDisk.free(mount)
