@@ -16,7 +16,7 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
     private var pcm: PCMDevice?
     private let state: Mutex<SinkStatus>
 
-    public init(device: String, periodMicroseconds: Int = 10_000, periods: Int = 16, logger: Logger? = nil) {
+    public init(device: String, periodMicroseconds: Int = 80_000, periods: Int = 4, logger: Logger? = nil) {
         self.device = device
         self.periodMicroseconds = periodMicroseconds
         self.periods = periods
@@ -72,10 +72,12 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
         pcm = opened
     }
 
-    public func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int {
+    public func write(_ samples: ArraySlice<Int16>, stop: () -> Bool, mark: () -> Int?) throws(AnnounceError) -> Int {
         guard let pcm else { throw AnnounceError(.audioDevice, "ALSA PCM \"\(device)\" is not open") }
         do {
-            return try samples.withUnsafeBufferPointer { buffer throws(AlsaError) in try pcm.write(buffer, stop: stop) }
+            return try samples.withUnsafeBufferPointer { buffer throws(AlsaError) in
+                try pcm.write(buffer, stop: stop, mark: mark)
+            }
         } catch {
             throw error.announceError(.audioDevice, "writing to ALSA PCM \"\(device)\" failed")
         }
@@ -90,10 +92,12 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
         }
     }
 
-    public func waitUntilPlayed(interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool {
+    public func waitUntilPlayed(mark: () -> Int?, interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError)
+        -> Bool
+    {
         guard let pcm else { return true }
         do {
-            return try pcm.waitUntilPlayed(interrupt: interrupt)
+            return try pcm.waitUntilPlayed(mark: mark, interrupt: interrupt)
         } catch {
             throw error.announceError(.audioDevice, "ALSA PCM \"\(device)\" failed while playing out")
         }

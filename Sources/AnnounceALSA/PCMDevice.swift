@@ -223,8 +223,11 @@ final class PCMDevice {
     // MARK: - Writing
 
     /// Writes the frames, waiting for room in the buffer. Returns early with the frames written when `stop`
-    /// says so (checked before every write and after every wake-up).
-    func write(_ samples: UnsafeBufferPointer<Int16>, stop: () -> Bool) throws(AlsaError) -> Int {
+    /// says so (checked before every write and after every wake-up), or once the device has played the point
+    /// that `mark` gives: the frames written before this call that follow it (nil: none). A waiting writer wakes
+    /// for that point as for a period, so the caller learns that a job's end was heard when it was, whatever
+    /// the period's length.
+    func write(_ samples: UnsafeBufferPointer<Int16>, stop: () -> Bool, mark: () -> Int?) throws(AlsaError) -> Int {
         guard let base = samples.baseAddress else { return 0 }
         try prepareIfNeeded()
         var offset = 0
@@ -232,6 +235,11 @@ final class PCMDevice {
         // plugin signals one frame short of a period).
         var writable = false
         var idleWakeups = 0
+        // A device that takes nothing for this long while running is stuck (a USB speaker gone silent).
+        let patienceNanos = UInt64(2_000 + parameters.milliseconds(parameters.bufferFrames)) * 1_000_000
+        var lastProgress = Monotonic.nanos
+        // Frames pending less those this call wrote: falls only as the device plays.
+        var lastUnplayed = Int.max
         while offset < samples.count {
             if stop() { return offset }
             // snd_pcm_avail, not _avail_update: plugin chains (plug, lfloat …) only move on with a hardware sync.
@@ -242,7 +250,22 @@ final class PCMDevice {
             }
             let remaining = samples.count - offset
             if available <= 0 || (Int(available) < min(remaining, parameters.periodFrames) && !writable) {
-                writable = try waitForRoom()
+                // Until the mark is played, at most as long as the frames in front of it take.
+                var limit: Int?
+                if let after = mark() {
+                    let pending = try pendingFrames()
+                    let markPending = after + offset
+                    if pending <= markPending { return offset }
+                    let now = Monotonic.nanos
+                    if pending - offset < lastUnplayed {
+                        lastUnplayed = pending - offset
+                        lastProgress = now
+                    } else if now - lastProgress > patienceNanos {
+                        throw AlsaError(function: "snd_pcm_delay (stuck at \(pending) frames)", code: -ETIMEDOUT)
+                    }
+                    limit = parameters.milliseconds(pending - markPending) + 1
+                }
+                writable = try waitForRoom(limit: limit)
                 idleWakeups += 1
                 if idleWakeups > 100 {
                     // A device that keeps waking us without taking data: do not spin on it.
@@ -277,7 +300,16 @@ final class PCMDevice {
     func pendingFrames() throws(AlsaError) -> Int {
         while true {
             switch snd_pcm_state(handle) {
-            case SND_PCM_STATE_RUNNING, SND_PCM_STATE_DRAINING, SND_PCM_STATE_PREPARED:
+            case SND_PCM_STATE_PREPARED:
+                // Not started yet (less than the start threshold written): nothing was played, everything written
+                // is pending. (ALSA's pulse plugin answers snd_pcm_delay with EIO until its stream starts.)
+                let available = snd_pcm_avail(handle)
+                if available < 0 {
+                    try recover(Int32(truncatingIfNeeded: available), "snd_pcm_avail")
+                    continue
+                }
+                return max(0, parameters.bufferFrames - Int(available))
+            case SND_PCM_STATE_RUNNING, SND_PCM_STATE_DRAINING:
                 var delay: snd_pcm_sframes_t = 0
                 let result = snd_pcm_delay(handle, &delay)
                 if result < 0 {
@@ -298,20 +330,17 @@ final class PCMDevice {
     }
 
     /// Waits until what was written has been played. Returns false, leaving the rest playing, as soon as
-    /// `interrupt` (given the frames still pending) says so — checked at least once per period and on every
-    /// wake-up.
-    func waitUntilPlayed(interrupt: (Int) -> Bool) throws(AlsaError) -> Bool {
+    /// `interrupt` (given the frames still pending) says so — checked at least once per period, on every
+    /// wake-up, and as soon as the point `mark` gives (the frames written after it) has been played.
+    func waitUntilPlayed(mark: () -> Int?, interrupt: (Int) -> Bool) throws(AlsaError) -> Bool {
         // A device whose queue stops shrinking is stuck; give up on it like a write that makes no progress.
         let patienceNanos = UInt64(2_000 + parameters.milliseconds(parameters.bufferFrames)) * 1_000_000
         var lastDelay = Int.max
         var lastProgress = Monotonic.nanos
         while true {
-            if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
-                // Less than the start threshold was written (a very short sound): start it now.
-                var queued: snd_pcm_sframes_t = 0
-                if snd_pcm_delay(handle, &queued) == 0, queued > 0 {
-                    try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
-                }
+            if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED, try pendingFrames() > 0 {
+                // Less than the start threshold was written (a sound shorter than a period): start it now.
+                try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
             }
             let delay = try pendingFrames()
             if interrupt(delay) { return false }
@@ -323,8 +352,11 @@ final class PCMDevice {
             } else if now - lastProgress > patienceNanos {
                 throw AlsaError(function: "snd_pcm_delay (stuck at \(delay) frames)", code: -ETIMEDOUT)
             }
+            // Until the next mark in front of the end, if any, else the end; at most a period.
+            let next = mark().flatMap { $0 < delay ? $0 : nil } ?? 0
             wake.wait(
-                milliseconds: min(parameters.milliseconds(delay), parameters.milliseconds(parameters.periodFrames)) + 1)
+                milliseconds: min(parameters.milliseconds(delay - next), parameters.milliseconds(parameters.periodFrames))
+                    + 1)
         }
     }
 
@@ -372,20 +404,26 @@ final class PCMDevice {
     /// Waits in `poll` until the PCM has a period of room, reports an error, or the wake descriptor fires.
     /// Returns whether the PCM said it wants data.
     @discardableResult
-    private func waitForRoom() throws(AlsaError) -> Bool {
+    /// Waits until the device wants data, the wake descriptor is signalled, or `limit` milliseconds passed
+    /// (then false). Returns whether the device said it wants data.
+    private func waitForRoom(limit: Int? = nil) throws(AlsaError) -> Bool {
         if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
             // A full buffer that has not started (cannot happen with our start threshold, but costs nothing).
             try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
         }
         // A device that takes nothing for this long while running is stuck (a USB speaker gone silent).
-        let timeout = Int32(2_000 + parameters.milliseconds(parameters.bufferFrames))
+        let stuck = 2_000 + parameters.milliseconds(parameters.bufferFrames)
+        let timeout = Int32(min(stuck, limit ?? stuck))
         for index in descriptors.indices { descriptors[index].revents = 0 }
         let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
         if ready < 0 {
             if errno == EINTR { return false }
             throw AlsaError(function: "poll", code: -errno)
         }
-        if ready == 0 { throw AlsaError(function: "poll (no progress for \(timeout) ms)", code: -ETIMEDOUT) }
+        if ready == 0 {
+            if timeout < stuck { return false }
+            throw AlsaError(function: "poll (no progress for \(timeout) ms)", code: -ETIMEDOUT)
+        }
         if let last = descriptors.last, last.revents != 0 { wake.consume() }
         var events: UInt16 = 0
         let result = descriptors.withUnsafeMutableBufferPointer { buffer in

@@ -47,14 +47,16 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
     // Audio
     /// ALSA period time wanted, microseconds. The audio thread (and behind ALSA's pulse plugin, the sound server's
-    /// client thread) wakes once a period while a job plays: 80 ms × 2 costs a 2.7 s announcement a quarter of the
-    /// CPU of 10 ms × 16, below aplay's (docs/benchmarks.md, "CPU per announcement"); not yet the default, because
-    /// the rig's lifecycle tests (kill -9, shutdown cut, device restart) are written against 10 ms periods.
-    public var periodMicroseconds = 10_000
-    /// ALSA periods per buffer wanted. Playback starts once one period is written (the first sample leaves within a
-    /// period), so a long buffer costs no latency; it is headroom for an audio thread that a loaded CPU holds up
-    /// (docs/audio.md: 10 ms × 4 underran on a loaded 2-core machine, 10 ms × 16 did not).
-    public var periods = 16
+    /// client thread) wakes once a period while a job plays: 80 ms periods cost a 2.7 s announcement about a quarter
+    /// of the CPU of 10 ms ones, below aplay's for the same samples (docs/benchmarks.md, "CPU per announcement").
+    /// The whole announcement is there to write at once, so a long period delays neither the first sample nor the
+    /// end being noticed (the writer waits for the device's delay, not for a period).
+    public var periodMicroseconds = 80_000
+    /// ALSA periods per buffer wanted. Playback starts once one period is written, so a long buffer costs no
+    /// latency; what is left in it when the writer wakes is the headroom for an audio thread that a loaded CPU
+    /// holds up: 240 ms at 80 ms × 4 (docs/audio.md: 10 ms × 4, 30 ms of headroom, underran on a loaded 2-core
+    /// machine; 10 ms × 16, 150 ms, did not).
+    public var periods = 4
     /// Silence before the first announcement of a burst (amplifier wake), milliseconds.
     public var leadInMs = 50
     /// Silence between two announcements heard one after the other, milliseconds (0: none).

@@ -74,7 +74,8 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
         }
     }
 
-    func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int {
+    /// `mark` is not needed here: this sink plays a period at a time, and the player checks after each.
+    func write(_ samples: ArraySlice<Int16>, stop: () -> Bool, mark: () -> Int?) throws(AnnounceError) -> Int {
         var written = 0
         var index = samples.startIndex
         while index < samples.endIndex {
@@ -117,7 +118,7 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
 
     func pendingFrames() throws(AnnounceError) -> Int { pending }
 
-    func waitUntilPlayed(interrupt: (Int) -> Bool) throws(AnnounceError) -> Bool {
+    func waitUntilPlayed(mark: () -> Int?, interrupt: (Int) -> Bool) throws(AnnounceError) -> Bool {
         if waitFailures > 0 {
             waitFailures -= 1
             log("vanished in tail")

@@ -50,7 +50,7 @@ extension DaemonIntegration {
                     #expect(status.audio.mixer == "pulse/Master")
                     #expect(status.audio.volume == 20 && status.audio.threshold == 60)
                     #expect(status.audio.engine?.volume?.raises == 1 && status.audio.engine?.volume?.restores == 1)
-                    #expect(status.audio.engine?.sink.periodFrames == 160, "10 ms periods at 16 kHz")
+                    #expect(status.audio.engine?.sink.periodFrames == 1280, "80 ms periods at 16 kHz")
                     // The same, scraped over HTTP.
                     let metrics = try await daemon.scrape()
                     #expect(HTTP.sample("announce_volume_raises_total", in: metrics) == 1, "\(metrics)")

@@ -73,8 +73,15 @@ extension DaemonIntegration {
                         for amount in amounts {
                             #expect(try await first.reply(Request(op: "say", amount: amount)).ok)
                         }
-                        // Well into job 2: its start is journaled, its end is not.
+                        // Well into job 2: its start is journaled, its end is not …
                         try await first.waitUntilStarted(2)
+                        // … and it is heard: its start is journaled when it is written, which is up to a buffer
+                        // (320 ms) before the device plays it.
+                        let heard = try await eventually(timeout: .seconds(20)) {
+                            let so = AudioMatch.hearings(of: renders, in: rig.capturedSoFar())
+                            return so.count >= 2 && so[1].best != nil
+                        }
+                        try #require(heard, "job 2 was never heard starting")
                         #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
                     }
                     var second: DaemonProcess?
@@ -162,7 +169,7 @@ extension DaemonIntegration {
                     }
                     let second = try #require(restarted)
                     let job = try #require(try await history(second)[1])
-                    #expect(job.state == .spoken && job.attempts == 2, "\(job)")
+                    #expect(job.state == .spoken && job.attempts == 2, "\(job)\n\(second.log)")
                     #expect(try await second.reply(Request(op: "status")).status?.journal.recoveredAtStart == 1)
                     let replayed = AudioMatch.hearings(of: [whole], in: again)
                     #expect(replayed.count == 1 && replayed.first?.complete == true, "heard whole: \(replayed)")

@@ -55,7 +55,17 @@ extension DaemonIntegration {
                         }
                         for hearing in AudioMatch.hearings(of: renders, in: captured) {
                             guard let best = hearing.best else {
-                                unknown.append("round \(index): \(hearing)")
+                                // A kill that falls a few ms into a sound cuts it before it can be named (a clean
+                                // clone once heard 56 samples): shorter than the comparison's one-period resolution
+                                // and ending where this round's kill fell, it is a fragment; anywhere else it is not.
+                                if hearing.end - hearing.start < 160, index < rounds, let kill = killFrames[index],
+                                    AudioMatch.inReplayWindow(heardEnd: hearing.end, killFrame: kill)
+                                {
+                                    fragments += 1
+                                    continue
+                                }
+                                let kill = index < rounds ? killFrames[index].map(String.init) ?? "none" : "none"
+                                unknown.append("round \(index): \(hearing) (the kill at frame \(kill))")
                                 continue
                             }
                             if hearing.complete { complete[best] += 1 } else { fragments += 1 }

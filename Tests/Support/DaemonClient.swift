@@ -66,8 +66,8 @@ extension DaemonProcess {
         throw HarnessError("the log never said \"\(text)\":\n\(log)")
     }
 
-    /// Waits until job `id` is playing: its first sample left the device buffer and its start went to the journal
-    /// (in the background; `journalGrace` covers that write). A job killed before that is, rightly, spoken again
+    /// Waits until job `id` is playing: its first samples were written to the device (they are heard up to a
+    /// buffer later) and its start went to the journal (in the background; `journalGrace` covers that write). A job killed before that is, rightly, spoken again
     /// after a restart, so a test about what a restart does with an interrupted job must wait for this first.
     public func waitUntilStarted(
         _ id: UInt64, timeout: Duration = .seconds(30), journalGrace: Duration = .milliseconds(300)

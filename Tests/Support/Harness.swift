@@ -164,6 +164,15 @@ public final class Rig: Sendable {
         return size / 2
     }
 
+    /// What the capture running now holds so far (as of parec's last 20 ms fragment), as 16 kHz mono samples:
+    /// for a test that must wait until something was heard. Empty when no capture runs.
+    public func capturedSoFar() -> [Int16] {
+        guard let file = try? String(contentsOfFile: "\(directory)/capture.file", encoding: .utf8),
+            let data = FileManager.default.contents(atPath: file.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return [] }
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self).prefix(data.count / 2)) }
+    }
+
     /// Runs a command with this rig's environment (pactl, amixer -D pulse …).
     public func command(_ executable: String, _ arguments: [String]) async throws -> CommandResult {
         try await run(executable, arguments, environment: environment)

@@ -5,16 +5,20 @@ public protocol AudioSink: AnyObject {
     func open(sampleRate: Int) throws(AnnounceError)
     /// Writes all samples. Recovers from underruns, suspends and interrupted calls by itself (counting them in
     /// `status`); throws only when the device is gone or unusable. Returns early, with the number of frames
-    /// written, as soon as `stop` says so — checked at least once per period and whenever `wake()` is called.
-    func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int
+    /// written, as soon as `stop` says so — checked at least once per period and whenever `wake()` is called —
+    /// or once the device has played the point `mark` names: the number of frames written before this call
+    /// that follow it (nil: no such point). The player marks the end of the oldest job not yet heard, so that
+    /// it learns the job was heard when it was, not up to a period later.
+    func write(_ samples: ArraySlice<Int16>, stop: () -> Bool, mark: () -> Int?) throws(AnnounceError) -> Int
     /// Frames written and not played yet: what the device (and a sound server behind it) still holds, ALSA's
     /// delay. 0 once everything written has left the device. A job counts as heard only when its last frame
     /// has left (docs/protocol.md, "Durability"), which the player learns from this.
     func pendingFrames() throws(AnnounceError) -> Int
     /// Waits until everything written has been played, calling `interrupt` with the frames still pending at
-    /// least once per period and on `wake()`. Returns true when all was played, false when `interrupt` ended the
-    /// wait first (nothing dropped).
-    func waitUntilPlayed(interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool
+    /// least once per period, on `wake()`, and as soon as the point `mark` names (the frames written after it)
+    /// has been played. Returns true when all was played, false when `interrupt` ended the wait first (nothing
+    /// dropped).
+    func waitUntilPlayed(mark: () -> Int?, interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool
     /// Stops the stream after what was written has played (immediate after `waitUntilPlayed`).
     func drain()
     /// Discards whatever is still buffered (a cancel).
@@ -25,6 +29,18 @@ public protocol AudioSink: AnyObject {
     func wake()
     /// What the sink knows about the device now. Any thread.
     var status: SinkStatus { get }
+}
+
+extension AudioSink {
+    /// `write` with no point to wake for.
+    public func write(_ samples: ArraySlice<Int16>, stop: () -> Bool) throws(AnnounceError) -> Int {
+        try write(samples, stop: stop, mark: { nil })
+    }
+
+    /// `waitUntilPlayed` with no point to wake for before the end.
+    public func waitUntilPlayed(interrupt: (_ pendingFrames: Int) -> Bool) throws(AnnounceError) -> Bool {
+        try waitUntilPlayed(mark: { nil }, interrupt: interrupt)
+    }
 }
 
 /// A sink's view of its device, for `status` replies and logs.

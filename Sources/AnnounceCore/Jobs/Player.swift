@@ -388,13 +388,21 @@ public final class Player: @unchecked Sendable {
         while offset < samples.endIndex {
             if isAborted { return false }
             if cancelSignal.load(ordering: .acquiring) && handleCancels() { return false }
-            let count = try sink.write(samples[offset..<min(offset + chunk, samples.endIndex)], stop: stop)
+            let count = try sink.write(
+                samples[offset..<min(offset + chunk, samples.endIndex)], stop: stop, mark: nextEndMark)
             written += UInt64(count)
             progressCounter.add(UInt64(count), ordering: .relaxed)
             offset += count
             confirm(pending: try sink.pendingFrames())
         }
         return true
+    }
+
+    /// The end of the oldest job not yet heard, as the sink's `mark`: the frames written after it. Nil when no
+    /// job's end is in the device.
+    private func nextEndMark() -> Int? {
+        guard let end = unheard.first?.endFrame, end <= written else { return nil }
+        return Int(written - end)
     }
 
     /// Confirms as heard every job whose last frame has left the device (`pending` frames are still in it).
@@ -456,7 +464,7 @@ public final class Player: @unchecked Sendable {
                 silenceSinceSound += tail
             }
             while !unheard.isEmpty && !isAborted {
-                let all = try sink.waitUntilPlayed { pending in
+                let all = try sink.waitUntilPlayed(mark: nextEndMark) { pending in
                     confirm(pending: pending)
                     return isAborted || cancelSignal.load(ordering: .acquiring) || (!untilIdle && queue.count > 0)
                 }
