@@ -401,11 +401,10 @@ final class PCMDevice {
         }
     }
 
-    /// Waits in `poll` until the PCM has a period of room, reports an error, or the wake descriptor fires.
-    /// Returns whether the PCM said it wants data.
+    /// Waits in `poll` until the PCM has a period of room, reports an error, the wake descriptor fires, or
+    /// `limit` milliseconds passed (then false: the caller's mark may have been played). Returns whether the PCM
+    /// said it wants data.
     @discardableResult
-    /// Waits until the device wants data, the wake descriptor is signalled, or `limit` milliseconds passed
-    /// (then false). Returns whether the device said it wants data.
     private func waitForRoom(limit: Int? = nil) throws(AlsaError) -> Bool {
         if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
             // A full buffer that has not started (cannot happen with our start threshold, but costs nothing).

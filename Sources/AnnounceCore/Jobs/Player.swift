@@ -378,8 +378,8 @@ public final class Player: @unchecked Sendable {
         }
     }
 
-    /// Writes samples a period at a time, after each period confirming the jobs whose end the device has
-    /// played. Returns false when an abort, or a cancel that dropped the buffer, stopped it: the job being
+    /// Writes samples a period at a time, confirming the jobs whose end the device has played after each period
+    /// and as soon as the oldest unheard job's end is played (the sink's `mark`), whatever the period's length. Returns false when an abort, or a cancel that dropped the buffer, stopped it: the job being
     /// written has then ended (cancelled) or gone back for a replay.
     private func writeTracked(_ samples: ArraySlice<Int16>) throws(AnnounceError) -> Bool {
         let chunk = max(64, sink.status.periodFrames ?? 160)
