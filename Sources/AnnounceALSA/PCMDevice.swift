@@ -12,6 +12,31 @@ public struct PCMParameters: Sendable, Equatable {
 
     /// Milliseconds of audio in `frames`, rounded up.
     func milliseconds(_ frames: Int) -> Int { (frames * 1000 + sampleRate - 1) / sampleRate }
+
+    /// How long a running device may take nothing and play nothing before it counts as stuck (a USB speaker
+    /// gone silent): two seconds beyond a whole buffer.
+    var patienceMilliseconds: Int { 2_000 + milliseconds(bufferFrames) }
+}
+
+/// Whether the frames a device still has to play keep falling: a device whose queue stops shrinking for longer
+/// than its patience is stuck, and a wait on it gives up like a write that makes no progress.
+private struct PlayProgress {
+    let patienceNanos: UInt64
+    var lowest = Int.max
+    var lastProgress = Monotonic.nanos
+
+    init(_ parameters: PCMParameters) { patienceNanos = UInt64(parameters.patienceMilliseconds) * 1_000_000 }
+
+    /// `unplayed`: frames still to play, not counting any written since the watch began.
+    mutating func check(_ unplayed: Int) throws(AlsaError) {
+        let now = Monotonic.nanos
+        if unplayed < lowest {
+            lowest = unplayed
+            lastProgress = now
+        } else if now - lastProgress > patienceNanos {
+            throw AlsaError(function: "snd_pcm_delay (stuck at \(unplayed) frames)", code: -ETIMEDOUT)
+        }
+    }
 }
 
 /// An eventfd the audio thread keeps in its poll set: any thread may `signal` it to wake a blocked wait, as
@@ -235,11 +260,7 @@ final class PCMDevice {
         // plugin signals one frame short of a period).
         var writable = false
         var idleWakeups = 0
-        // A device that takes nothing for this long while running is stuck (a USB speaker gone silent).
-        let patienceNanos = UInt64(2_000 + parameters.milliseconds(parameters.bufferFrames)) * 1_000_000
-        var lastProgress = Monotonic.nanos
-        // Frames pending less those this call wrote: falls only as the device plays.
-        var lastUnplayed = Int.max
+        var progress = PlayProgress(parameters)
         while offset < samples.count {
             if stop() { return offset }
             // snd_pcm_avail, not _avail_update: plugin chains (plug, lfloat …) only move on with a hardware sync.
@@ -256,13 +277,8 @@ final class PCMDevice {
                     let pending = try pendingFrames()
                     let markPending = after + offset
                     if pending <= markPending { return offset }
-                    let now = Monotonic.nanos
-                    if pending - offset < lastUnplayed {
-                        lastUnplayed = pending - offset
-                        lastProgress = now
-                    } else if now - lastProgress > patienceNanos {
-                        throw AlsaError(function: "snd_pcm_delay (stuck at \(pending) frames)", code: -ETIMEDOUT)
-                    }
+                    // Pending less what this call wrote: falls only as the device plays.
+                    try progress.check(pending - offset)
                     limit = parameters.milliseconds(pending - markPending) + 1
                 }
                 writable = try waitForRoom(limit: limit)
@@ -333,25 +349,16 @@ final class PCMDevice {
     /// `interrupt` (given the frames still pending) says so — checked at least once per period, on every
     /// wake-up, and as soon as the point `mark` gives (the frames written after it) has been played.
     func waitUntilPlayed(mark: () -> Int?, interrupt: (Int) -> Bool) throws(AlsaError) -> Bool {
-        // A device whose queue stops shrinking is stuck; give up on it like a write that makes no progress.
-        let patienceNanos = UInt64(2_000 + parameters.milliseconds(parameters.bufferFrames)) * 1_000_000
-        var lastDelay = Int.max
-        var lastProgress = Monotonic.nanos
+        var progress = PlayProgress(parameters)
         while true {
-            if snd_pcm_state(handle) == SND_PCM_STATE_PREPARED, try pendingFrames() > 0 {
+            let delay = try pendingFrames()
+            if delay > 0, snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
                 // Less than the start threshold was written (a sound shorter than a period): start it now.
                 try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
             }
-            let delay = try pendingFrames()
             if interrupt(delay) { return false }
             if delay <= 0 { return true }
-            let now = Monotonic.nanos
-            if delay < lastDelay {
-                lastDelay = delay
-                lastProgress = now
-            } else if now - lastProgress > patienceNanos {
-                throw AlsaError(function: "snd_pcm_delay (stuck at \(delay) frames)", code: -ETIMEDOUT)
-            }
+            try progress.check(delay)
             // Until the next mark in front of the end, if any, else the end; at most a period.
             let next = mark().flatMap { $0 < delay ? $0 : nil } ?? 0
             wake.wait(
@@ -410,8 +417,7 @@ final class PCMDevice {
             // A full buffer that has not started (cannot happen with our start threshold, but costs nothing).
             try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }
         }
-        // A device that takes nothing for this long while running is stuck (a USB speaker gone silent).
-        let stuck = 2_000 + parameters.milliseconds(parameters.bufferFrames)
+        let stuck = parameters.patienceMilliseconds
         let timeout = Int32(min(stuck, limit ?? stuck))
         for index in descriptors.indices { descriptors[index].revents = 0 }
         let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)

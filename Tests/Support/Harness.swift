@@ -157,9 +157,8 @@ public final class Rig: Sendable {
     /// How many frames the capture running now holds: the present moment in the capture's own timeline (as of
     /// parec's last 20 ms fragment). 0 when no capture runs.
     public func capturedFrames() -> Int {
-        guard let file = try? String(contentsOfFile: "\(directory)/capture.file", encoding: .utf8),
-            let size = try? FileManager.default.attributesOfItem(
-                atPath: file.trimmingCharacters(in: .whitespacesAndNewlines))[.size] as? Int
+        guard let file = runningCaptureFile(),
+            let size = try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int
         else { return 0 }
         return size / 2
     }
@@ -167,10 +166,14 @@ public final class Rig: Sendable {
     /// What the capture running now holds so far (as of parec's last 20 ms fragment), as 16 kHz mono samples:
     /// for a test that must wait until something was heard. Empty when no capture runs.
     public func capturedSoFar() -> [Int16] {
-        guard let file = try? String(contentsOfFile: "\(directory)/capture.file", encoding: .utf8),
-            let data = FileManager.default.contents(atPath: file.trimmingCharacters(in: .whitespacesAndNewlines))
-        else { return [] }
+        guard let file = runningCaptureFile(), let data = FileManager.default.contents(atPath: file) else { return [] }
         return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self).prefix(data.count / 2)) }
+    }
+
+    /// The file the running capture writes (scripts/rig.sh capture-start names it in capture.file).
+    private func runningCaptureFile() -> String? {
+        (try? String(contentsOfFile: "\(directory)/capture.file", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Runs a command with this rig's environment (pactl, amixer -D pulse …).
