@@ -112,13 +112,7 @@ public struct PushConfiguration: Sendable {
     // MARK: Loading
 
     public static func load(path: String) throws(AnnounceError) -> PushConfiguration {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw AnnounceError(.badRequest, "config file \(path) cannot be read (\(String(cString: strerror(errno))))")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw AnnounceError(.badRequest, "config file \(path) is not UTF-8 text")
-        }
-        return try parse(text, source: path, directory: Path.directory(of: path))
+        try parse(ConfigText.read(path), source: path, directory: Path.directory(of: path))
     }
 
     /// Reads TOML text. Relative file names in it (password_file, TLS files) are taken from `directory`.

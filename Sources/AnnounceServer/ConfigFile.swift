@@ -21,10 +21,7 @@ public enum ConfigFile {
             if required { throw AnnounceError(.badRequest, "config file \(path) does not exist") }
             return configuration
         }
-        guard let data = FileManager.default.contents(atPath: path),
-            let text = String(data: data, encoding: .utf8)
-        else { throw AnnounceError(.badRequest, "config file \(path) cannot be read as UTF-8 text") }
-        return try apply(text, source: path, onto: configuration)
+        return try apply(ConfigText.read(path), source: path, onto: configuration)
     }
 
     /// Applies TOML `text` to `configuration`.

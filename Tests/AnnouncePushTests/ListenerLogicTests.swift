@@ -124,6 +124,22 @@ struct ListenerLogicTests {
         }
     }
 
+    /// A file that cannot be read says why; one that is not UTF-8 says that (announced's reader, shared).
+    @Test func anUnreadableOrNonTextFileSaysWhich() throws {
+        let folder = try Paths.temporaryDirectory("push-config-read")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let binary = folder + "/push.toml"
+        try Data([0x64, 0x65, 0x76, 0x69, 0x63, 0x65, 0x20, 0x3D, 0x20, 0xFF]).write(to: URL(fileURLWithPath: binary))
+        for (path, expected) in [
+            (folder, "config file \(folder) cannot be read (Is a directory)"),
+            (folder + "/absent.toml", "config file \(folder)/absent.toml cannot be read (No such file or directory)"),
+            (binary, "config file \(binary) is not UTF-8 text"),
+        ] {
+            let error = #expect(throws: AnnounceError.self) { try PushConfiguration.load(path: path) }
+            #expect(error?.message == expected)
+        }
+    }
+
     @Test func backoffDoublesUpToTheCapAndResets() {
         var backoff = Backoff(Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
         let ceilings = (0..<9).map { _ in backoff.next(random: 1) }

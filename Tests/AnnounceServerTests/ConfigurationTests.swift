@@ -94,6 +94,28 @@ struct ConfigurationTests {
         #expect(try ConfigFile.apply("# nothing\n", onto: base) == base)
     }
 
+    /// `--config /dev/null` is "no settings", as for other daemons; a file that cannot be read or is not text
+    /// says which of the two, and why (it used to say "cannot be read as UTF-8 text" for all three); a FIFO is
+    /// refused at once instead of holding the start (or a reload) until someone writes to it.
+    @Test func theFileIsReadAsCatWouldAndItsProblemsAreNamed() throws {
+        #expect(try ConfigFile.load(path: "/dev/null", required: true, onto: base) == base)
+        let folder = try Paths.temporaryDirectory("config-read")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        func message(_ path: String) -> String {
+            do {
+                _ = try ConfigFile.load(path: path, required: true, onto: base)
+                return "loaded"
+            } catch { return error.message }
+        }
+        #expect(message(folder) == "config file \(folder) cannot be read (Is a directory)")
+        let fifo = folder + "/fifo.toml"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(message(fifo) == "config file \(fifo) cannot be read (a FIFO, not a file)")  // not a hang
+        let latin1 = folder + "/latin1.toml"
+        try Data("lang = \"zh\" # caf".utf8 + [0xE9]).write(to: URL(fileURLWithPath: latin1))  // ISO 8859-1 é
+        #expect(message(latin1) == "config file \(latin1) is not UTF-8 text")
+    }
+
     @Test func mistakesAreNamedNotIgnored() {
         func message(_ text: String) -> String {
             do {

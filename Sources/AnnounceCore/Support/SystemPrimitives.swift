@@ -139,15 +139,64 @@ public enum StandardError {
 
 /// Reads standard input to its end.
 public enum StandardInput {
-    public static func readAll() -> [UInt8] {
+    public static func readAll() -> [UInt8] { WholeFile.drain(0).bytes }
+}
+
+/// Reads a whole file by its path, the way `cat` does: a regular file, or a device such as /dev/null (an empty
+/// configuration); never a FIFO, whose writer could hold a start or a reload forever. For configuration files,
+/// whose errors must say why they cannot be read.
+public enum WholeFile {
+    /// The file's bytes, or why it cannot be read (the C library's words: "No such file or directory",
+    /// "Permission denied", "Is a directory").
+    public static func read(atPath path: String) -> Result<[UInt8], ReadFailure> {
+        let descriptor = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else { return .failure(ReadFailure(errno: errno)) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return .failure(ReadFailure(errno: errno)) }
+        let kind = info.st_mode & S_IFMT
+        guard kind != S_IFIFO && kind != S_IFSOCK else {
+            return .failure(ReadFailure(reason: kind == S_IFIFO ? "a FIFO, not a file" : "a socket, not a file"))
+        }
+        let (bytes, failure) = drain(descriptor)
+        if let failure { return .failure(ReadFailure(errno: failure)) }
+        return .success(bytes)
+    }
+
+    public struct ReadFailure: Error, CustomStringConvertible {
+        public let description: String
+        init(reason: String) { description = reason }
+        init(errno: Int32) { description = String(cString: strerror(errno)) }
+    }
+
+    /// What `descriptor` gives until its end, and the errno of a read that failed before it.
+    static func drain(_ descriptor: Int32) -> (bytes: [UInt8], errno: Int32?) {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { return bytes }
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return (bytes, errno)
+            }
+            if count == 0 { return (bytes, nil) }
             bytes += chunk[..<count]
         }
+    }
+}
+
+/// A configuration file's text (announced.toml, push.toml), or an error that says why there is none.
+public enum ConfigText {
+    public static func read(_ path: String) throws(AnnounceError) -> String {
+        let bytes: [UInt8]
+        switch WholeFile.read(atPath: path) {
+        case .success(let read): bytes = read
+        case .failure(let failure): throw AnnounceError(.badRequest, "config file \(path) cannot be read (\(failure))")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw AnnounceError(.badRequest, "config file \(path) is not UTF-8 text")
+        }
+        return text
     }
 }
 
