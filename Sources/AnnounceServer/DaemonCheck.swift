@@ -39,6 +39,9 @@ public enum DaemonCheck {
         } catch {
             problems.append("voices: \(error.message)")
         }
+        if let reason = EspeakSynthesizer.unavailableReason() {
+            voiceLines.append("# warning: free text cannot be spoken: libespeak-ng cannot be loaded (\(reason))")
+        }
         for (key, folder) in [
             ("socket", Path.directory(of: configuration.socketPath)),
             ("state_dir", configuration.stateDirectory),

@@ -1,5 +1,6 @@
 import AnnounceCore
 import CEspeakNG
+import CLazyLibraries
 import Synchronization
 
 /// An error from libespeak-ng: the call that failed, its `espeak_ERROR` code and what it means.
@@ -9,6 +10,13 @@ public struct EspeakError: Error, Sendable, CustomStringConvertible {
     public var message: String
 
     public var description: String { "\(function): \(message) (\(code))" }
+
+    /// The library itself could not be loaded (the dynamic loader's reason).
+    init(unloadable reason: String) {
+        function = "dlopen"
+        code = -1
+        message = reason
+    }
 
     init(_ function: String, code: Int32) {
         self.function = function
@@ -22,8 +30,11 @@ public struct EspeakError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// libespeak-ng, which keeps process-wide state: one lock serialises every call, and the library is
-/// initialised once, on first use, in synchronous mode (samples come back through a callback).
+/// libespeak-ng, which keeps process-wide state: one lock serialises every call, and the library is loaded and
+/// initialised once, on first use, in synchronous mode (samples come back through a callback). Loaded then, not
+/// at the daemon's start: only free text needs it, and on Debian it brings libpcaudio, libpulse, X11, xcb and
+/// D-Bus with it (1.3 MB of the idle daemon's RSS); one that cannot be loaded fails that text, with the loader's
+/// reason, while payments, made of the pack's clips, go on.
 enum Espeak {
     /// The library's output rate, once initialised.
     private static let state = Mutex<Int?>(nil)
@@ -40,6 +51,9 @@ enum Espeak {
     ) {
         let result: Result<(samples: [Int16], rate: Int), EspeakError> = state.withLock { rate in
             if rate == nil {
+                if let reason = EspeakSynthesizer.unavailableReason() {
+                    return .failure(EspeakError(unloadable: reason))
+                }
                 let initialised = espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0, nil, 0)
                 guard initialised > 0 else { return .failure(EspeakError("espeak_Initialize", code: initialised)) }
                 espeak_SetSynthCallback { wave, count, events in
@@ -70,11 +84,6 @@ enum Espeak {
         }
         return try result.get()
     }
-
-    /// The library version.
-    static var libraryVersion: String {
-        String(cString: espeak_Info(nil))
-    }
 }
 
 /// Speaks free text with libespeak-ng in a pack's voice (``SpeechSettings``), prepared like the pack's clips
@@ -101,6 +110,14 @@ public final class EspeakSynthesizer: SpeechSynthesizer {
         self.cacheCapacity = max(1, cacheCapacity)
     }
 
+    /// Why free text cannot be spoken here (libespeak-ng cannot be loaded: the loader's reason), or nil. Loads
+    /// the library: for `--check-config`, not for a daemon that may never speak text.
+    public static func unavailableReason() -> String? {
+        var reason = [CChar](repeating: 0, count: 512)
+        guard announce_lazy_load(Int32(ANNOUNCE_LAZY_ESPEAK), &reason, reason.count) != 0 else { return nil }
+        return String(cBuffer: reason)
+    }
+
     /// Cache hits and misses so far (each miss was one synthesis).
     public var cacheCounts: (hits: Int, misses: Int) { cache.withLock { ($0.hits, $0.misses) } }
 
@@ -117,6 +134,8 @@ public final class EspeakSynthesizer: SpeechSynthesizer {
         let raw: (samples: [Int16], rate: Int)
         do {
             raw = try Espeak.synthesise(ssml(text), voice: settings.voice, speed: settings.speed)
+        } catch where error.function == "dlopen" {
+            throw AnnounceError(.synthesisFailed, "libespeak-ng cannot be loaded (\(error.message)): reinstall libespeak-ng1")
         } catch {
             throw AnnounceError(.synthesisFailed, "espeak-ng cannot speak the text", cause: error.description)
         }
@@ -152,7 +171,4 @@ public final class EspeakSynthesizer: SpeechSynthesizer {
         }
         return "<speak>\(escaped)</speak>"
     }
-
-    /// The libespeak-ng version string.
-    public static var libraryVersion: String { Espeak.libraryVersion }
 }

@@ -31,13 +31,14 @@ public enum AnnouncedProgram {
         dispatchMain()
     }
 
-    /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads them all
-    /// before it starts, so that no announcement waits for one, and so that a missing one stops it at once with
-    /// the reason, as the dynamic loader would have.
+    /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads those a
+    /// payment needs before it starts, so that no announcement waits for one, and so that a missing one stops it
+    /// at once with the reason, as the dynamic loader would have. Not libespeak-ng: only free text uses it, and
+    /// it loads at the first (``Espeak``).
     static func loadLibraries() {
         let libraries = [
             ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SNDFILE, ANNOUNCE_LAZY_SOXR, ANNOUNCE_LAZY_EBUR128,
-            ANNOUNCE_LAZY_ESPEAK, ANNOUNCE_LAZY_SYSTEMD, ANNOUNCE_LAZY_SQLITE,
+            ANNOUNCE_LAZY_SYSTEMD, ANNOUNCE_LAZY_SQLITE,
         ]
         for library in libraries {
             var error = [CChar](repeating: 0, count: 512)

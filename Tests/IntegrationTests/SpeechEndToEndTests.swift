@@ -89,6 +89,46 @@ struct SpeechEndToEndTests {
         }
     }
 
+    /// libespeak-ng (with the libpulse, X11 and D-Bus Debian's build brings) is loaded at the first free text,
+    /// not at start: the idle daemon does not map it; a text loads it; and a daemon that cannot load it fails
+    /// the text with the loader's reason while payments are spoken as ever.
+    @Test func theSpeechLibraryLoadsAtTheFirstTextAndPaymentsNeverNeedIt() async throws {
+        func mapsSpeechLibrary(_ daemon: DaemonProcess) throws -> Bool {
+            // Read to its end (a /proc file says it is empty: String(contentsOfFile:) may stop early).
+            let maps = try WholeFile.read(atPath: "/proc/\(daemon.processID)/maps").get()
+            return String(decoding: maps, as: UTF8.self).contains("libespeak-ng")
+        }
+        try await withDaemon(rig: nil, device: "null") { daemon in
+            let paid = try await daemon.ctl(["say", "--wait", "1.00"])
+            #expect(paid.status == 0 && paid.stdout.contains("spoken"), "\(paid)")
+            #expect(try !mapsSpeechLibrary(daemon), "loaded before any text")
+            let text = try await daemon.ctl(["text", "--wait", "请到前台取货"])
+            #expect(text.status == 0 && text.stdout.contains("spoken"), "\(text)\n\(daemon.log)")
+            #expect(try mapsSpeechLibrary(daemon), "a text was spoken without loading libespeak-ng?\n\(daemon.log)")
+        }
+        // A libespeak-ng.so.1 the loader finds first and cannot load (a broken installation).
+        let broken = try Paths.temporaryDirectory("broken-espeak")
+        defer { try? FileManager.default.removeItem(atPath: broken) }
+        try Data("not a library".utf8).write(to: URL(fileURLWithPath: "\(broken)/libespeak-ng.so.1"))
+        try await withDaemon(rig: nil, device: "null", environment: ["LD_LIBRARY_PATH": broken]) { daemon in
+            let text = try await daemon.ctl(["text", "--wait", "请到前台取货"])
+            #expect(text.status == 5, "\(text)\n\(daemon.log)")
+            #expect(
+                text.stdout.contains("synthesis_failed") && text.stdout.contains("libespeak-ng.so.1: file too short"),
+                "\(text)")
+            let paid = try await daemon.ctl(["say", "--wait", "2.00"])
+            #expect(paid.status == 0 && paid.stdout.contains("spoken"), "\(paid)\n\(daemon.log)")
+        }
+        // --check-config loads it, and says so when it cannot.
+        let base = ["--voices", Paths.voices, "--state-dir", "\(broken)/state", "--socket", "\(broken)/s", "--check-config"]
+        let warning = "# warning: free text cannot be spoken: libespeak-ng cannot be loaded"
+        let checked = try await run("\(Paths.bin)/announced", base, environment: ["LD_LIBRARY_PATH": broken])
+        #expect(checked.status == 0 && checked.stdout.contains(warning), "\(checked)")
+        #expect(checked.stdout.contains("libespeak-ng.so.1: file too short"), "\(checked)")
+        let healthy = try await run("\(Paths.bin)/announced", base)
+        #expect(healthy.status == 0 && !healthy.stdout.contains(warning), "\(healthy)")
+    }
+
     @Test func aMissingClipPlaysTheChimeAndReportsIt() async throws {
         // A pack whose low-battery prompt has lost its clip: it loads (with a warning), and asking for the
         // prompt plays the chime and reports missing_clip instead of staying silent.
