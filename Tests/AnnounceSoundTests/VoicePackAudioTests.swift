@@ -137,7 +137,7 @@ struct VoicePackAudioTests {
         for file in manifest.allFiles where file != manifest.chime {
             let raw = try SoundFile.read(path: "\(pack.directory)/\(file)")
             before.append(try Loudness.ofClip(raw.samples, sampleRate: raw.sampleRate))
-            let clip = try #require(pack.clips[file])
+            let clip = try #require(pack.clips[file]).map { Float($0) / 32767 }  // kept as played: 16-bit
             let loudness = try Loudness.ofClip(clip, sampleRate: pack.sampleRate)
             after.append(loudness)
             let peakDb = ClipProcessing.decibels(ClipProcessing.peak(clip))

@@ -6,13 +6,15 @@ public protocol SpeechSynthesizer: Sendable {
 }
 
 /// A loaded voice pack: the manifest, its composer, and every clip decoded once into the output format
-/// (mono Float at ``sampleRate``, silence trimmed, loudness matched, faded at both ends).
+/// (mono at ``sampleRate``, silence trimmed, loudness matched, faded at both ends), kept as the 16-bit samples
+/// the device is given: half the memory of the Float they are prepared in (4 MB of the idle daemon's 6 with
+/// the default packs), and nothing left to convert when one is spoken.
 public struct VoicePack: Sendable {
     public let manifest: VoicePackManifest
     public let directory: String
     public let composer: Composer
-    /// Clip file (as named in the manifest) → processed samples.
-    public let clips: [String: [Float]]
+    /// Clip file (as named in the manifest) → processed samples, as played.
+    public let clips: [String: [Int16]]
     /// The output rate every clip has been converted to (the manifest's rate unless the loader was told
     /// otherwise, e.g. to give all packs of a library one rate).
     public let sampleRate: Int
@@ -23,8 +25,19 @@ public struct VoicePack: Sendable {
     /// Problems that do not stop the pack from working (see ``VoicePackManifest/warnings()``).
     public let warnings: [String]
 
+    /// `clips`: the prepared samples in −1…1, stored as they will be played (``ClipProcessing/int16(_:)``).
     public init(
         manifest: VoicePackManifest, directory: String, clips: [String: [Float]], sampleRate: Int? = nil,
+        gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil, warnings: [String] = []
+    ) throws(AnnounceError) {
+        try self.init(
+            manifest: manifest, directory: directory, clips: clips.mapValues { $0.map(ClipProcessing.int16) },
+            sampleRate: sampleRate, gapMs: gapMs, synthesizer: synthesizer, warnings: warnings)
+    }
+
+    /// `clips`: the samples as played (another pack's ``clips``).
+    public init(
+        manifest: VoicePackManifest, directory: String, clips: [String: [Int16]], sampleRate: Int? = nil,
         gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil, warnings: [String] = []
     ) throws(AnnounceError) {
         self.manifest = manifest
@@ -67,9 +80,9 @@ public struct VoicePack: Sendable {
             guard let synthesizer else {
                 throw AnnounceError(.synthesisFailed, "voice pack \"\(manifest.name)\" has no voice for free text")
             }
-            return join([try synthesizer.speech(for: text)], leadInMs: leadInMs)
+            return join([try synthesizer.speech(for: text).map(ClipProcessing.int16)], leadInMs: leadInMs)
         }
-        var parts: [[Float]] = []
+        var parts: [[Int16]] = []
         parts.reserveCapacity(announcement.files.count)
         for file in announcement.files {
             guard let samples = clips[file] else {
@@ -88,7 +101,7 @@ public struct VoicePack: Sendable {
         return join([samples], leadInMs: leadInMs).samples
     }
 
-    func join(_ parts: [[Float]], leadInMs: Int) -> Rendering {
+    func join(_ parts: [[Int16]], leadInMs: Int) -> Rendering {
         let gap = gapMs * sampleRate / 1000
         let leadIn = max(0, leadInMs) * sampleRate / 1000
         let total = leadIn + parts.reduce(0) { $0 + $1.count } + gap * max(0, parts.count - 1)
@@ -98,7 +111,7 @@ public struct VoicePack: Sendable {
         for (index, part) in parts.enumerated() {
             if index > 0 { output.append(contentsOf: repeatElement(0, count: gap)) }
             let start = output.count
-            for sample in part { output.append(ClipProcessing.int16(sample)) }
+            output.append(contentsOf: part)
             segments.append(start..<output.count)
         }
         return Rendering(samples: output, segments: segments)
