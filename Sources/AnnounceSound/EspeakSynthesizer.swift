@@ -33,7 +33,7 @@ public struct EspeakError: Error, Sendable, CustomStringConvertible {
 /// libespeak-ng, which keeps process-wide state: one lock serialises every call, and the library is loaded and
 /// initialised once, on first use, in synchronous mode (samples come back through a callback). Loaded then, not
 /// at the daemon's start: only free text needs it, and on Debian it brings libpcaudio, libpulse, X11, xcb and
-/// D-Bus with it (1.3 MB of the idle daemon's RSS); one that cannot be loaded fails that text, with the loader's
+/// D-Bus with it (about 1 MB of the idle daemon's RSS); one that cannot be loaded fails that text, with the loader's
 /// reason, while payments, made of the pack's clips, go on.
 enum Espeak {
     /// The library's output rate, once initialised.
