@@ -59,6 +59,8 @@ let package = Package(
         ),
         // Linux input events (evdev), inotify, eventfd: includes and ioctl trampolines for the hardware keys.
         .systemLibrary(name: "CInput", path: "Sources/CInput"),
+        // glibc's malloc.h (malloc_trim: the heap given back after a voice pack load).
+        .systemLibrary(name: "CMalloc", path: "Sources/CMalloc"),
         .systemLibrary(
             name: "CSQLite",
             path: "Sources/CSQLite",
@@ -76,7 +78,7 @@ let package = Package(
         // synthesising free text (libespeak-ng), writing renders.
         .target(
             name: "AnnounceSound",
-            dependencies: ["AnnounceCore", "CSndFile", "CSoxr", "CEbur128", "CEspeakNG", "CLazyLibraries"]
+            dependencies: ["AnnounceCore", "CSndFile", "CSoxr", "CEbur128", "CEspeakNG", "CLazyLibraries", "CMalloc"]
         ),
         // ALSA: PCM sink, mixer, recovery. The only target that touches CAlsa.
         .target(

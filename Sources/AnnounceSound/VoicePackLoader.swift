@@ -1,4 +1,5 @@
 import AnnounceCore
+import CMalloc
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -97,6 +98,10 @@ public enum VoicePackLoader {
         }
         var packs: [VoicePack] = []
         for (folder, _) in manifests { packs.append(try load(directory: folder, options: options)) }
+        // Decoding and preparing left the heap holding the freed scratch (each clip's decoded, resampled and
+        // Float samples, small blocks malloc keeps): about 1 MB with the default packs. The daemon runs for
+        // months; give it back to the system.
+        malloc_trim(0)
         return try VoiceLibrary(packs: packs, defaultLanguage: defaultLanguage)
     }
 
