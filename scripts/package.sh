@@ -61,7 +61,7 @@ if [[ "$arch" == arm64 ]]; then
     [[ -n "$cxx" ]] || pkg_die "no libstdc++.a in the arm64 sysroot $sysroot"
     make --no-print-directory build SWIFT="scripts/pkg/swift.sh arm64" BUILD_DIR="$scratch/$triple/release" \
         STATIC_CXX="/sysroot/$cxx" STATIC_CXX_DIR="$scratch/static-libstdc++" \
-        STATIC_CXX_LINK_DIR="/src/$scratch/static-libstdc++" \
+        STATIC_CXX_LINK_DIR="/src/$scratch/static-libstdc++" HOT_SYMBOLS=/src/scripts/hot-symbols.txt \
         SWIFT_FLAGS="-c release --static-swift-stdlib --scratch-path $scratch \$(WITHOUT_FULL_FOUNDATION)" \
         > "$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; pkg_die "the arm64 build failed (log: $work/build.log)"; }
     run() { qemu-aarch64-static -L "$sysroot" "$@"; }
@@ -92,6 +92,10 @@ fi
 if grep -q 'libstdc++' <<< "$needed"; then
     pkg_die "$executable loads libstdc++.so ($needed): it must be linked in (Makefile, STATIC_CXX)"
 fi
+# The functions the programs run packed at the head of .text (Makefile, LAYOUT_FLAGS): the idle daemon's memory.
+scripts/hot-symbols.sh --check "$executable" > "$work/layout.txt" 2>&1 \
+    || { cat "$work/layout.txt" >&2; pkg_die "the $arch executable lost its code layout"; }
+pkg_log "$(cat "$work/layout.txt")"
 machine=$(readelf -hW "$executable" | awk -F: '/Machine:/ { gsub(/^ +/, "", $2); print $2 }')
 pkg_log "$executable: $machine, glibc $glibc at most, needs $needed"
 run "$executable" announce-ctl --version > "$work/version.txt" \
