@@ -98,6 +98,18 @@ rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # data), kB. File pages only this process maps (Private_Clean) are left out: the kernel can drop and reread them,
 # and a second daemon or any announce-ctl would share them.
 private_kb() { awk '/^Private_Dirty:/ {n += $2} END {print n}' "/proc/$1/smaps_rollup"; }
+# RSS by mapping, as "kB NAME" lines, largest first: the executable by segment (code, read-only, data), the
+# anonymous memory (heap, stacks), each library.
+rss_by_mapping() {
+    awk -v exe="$(readlink -f "/proc/$1/exe")" '
+        /^[0-9a-f]+-[0-9a-f]+ / {
+            name = ($6 == "" ? "anonymous (heap, stacks)" : $6)
+            if ($6 == exe) name = "the executable, " ($2 ~ /x/ ? "code" : $2 ~ /w/ ? "data (relocated: private)" : "read-only")
+            sub(/.*\//, "", name)
+        }
+        /^Rss:/ { rss[name] += $2 }
+        END { for (name in rss) if (rss[name] > 0) print rss[name], name }' "/proc/$1/smaps" | sort -k1,1nr
+}
 # Times each thread was put on a CPU (/proc/PID/task/TID/schedstat, 3rd field), as "TID NAME COUNT": wake-ups.
 wakeup_threads() {
     for task in /proc/"$1"/task/*; do
@@ -159,6 +171,7 @@ start_daemon null null
 sleep 8  # libdispatch's start-up worker threads retire after about 5 s idle
 idle_rss=$(rss_kb "$daemon_pid")
 idle_private=$(private_kb "$daemon_pid")
+rss_by_mapping "$daemon_pid" > "$work/idle-maps"
 wakeups_by_thread "$daemon_pid" 20 > "$work/idle-wakeups"
 idle_wakeups=$(awk '{n += $2} END {printf "%.2f", n / 20}' "$work/idle-wakeups")
 echo "| measurement | median | p95 | notes |"
@@ -186,6 +199,14 @@ echo "Idle wake-ups by thread (name, times scheduled in those 20 s):"
 echo
 echo '```'
 sort -k2 -n -r "$work/idle-wakeups" | awk '{printf "%-24s %6d\n", $1, $2}' | head -12
+echo '```'
+echo
+echo "Idle RSS by mapping (kB; libpulse and the X11 and D-Bus libraries it brings come here with ALSA's pulse"
+echo "plugin, this host's sound server: a terminal without one loads them only with libespeak-ng, at a first text):"
+echo
+echo '```'
+awk '$1 >= 100 {printf "%8d  %s\n", $1, substr($0, index($0, " ") + 1)} $1 < 100 {rest += $1; n++}
+    END {printf "%8d  %d more mappings under 100 kB each\n", rest, n}' "$work/idle-maps"
 echo '```'
 echo
 
