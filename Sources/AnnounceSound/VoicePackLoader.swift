@@ -220,18 +220,10 @@ enum PackFile {
 
     /// The whole content of a regular file open as `descriptor`, up to `limit` bytes.
     static func readAll(_ descriptor: Int32, limit: Int) throws(Problem) -> Data {
-        var data = Data()
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .unreadable(String(cString: strerror(errno)))
-            }
-            if count == 0 { return data }
-            data.append(contentsOf: chunk[..<count])
-            if data.count > limit { throw .tooLarge(limit: limit) }
-        }
+        let (bytes, failure) = WholeFile.drain(descriptor, limit: limit)
+        if let failure { throw .unreadable(String(cString: strerror(failure))) }
+        guard bytes.count <= limit else { throw .tooLarge(limit: limit) }
+        return Data(bytes)
     }
 
     /// `path` with every link, `.` and `..` resolved (realpath), or nil with errno set.

@@ -419,6 +419,13 @@ struct VoicePackContainmentTests {
             "\(message)")
     }
 
+    /// A manifest is read up to 1 MiB: a huge file (a log written over it) is refused, not read whole.
+    @Test func refusesAnOversizedManifest() throws {
+        let directory = try packCopy { _, _ in }
+        try Data(repeating: 0x20, count: (1 << 20) + 1).write(to: URL(fileURLWithPath: "\(directory)/manifest.json"))
+        #expect(refusal(directory).contains("manifest.json is larger than 1048576 bytes"), "\(refusal(directory))")
+    }
+
     @Test func refusesAFIFOManifestWithoutBlocking() async throws {
         let directory = try packCopy { _, _ in }
         let fifo = "\(directory)/manifest.json"

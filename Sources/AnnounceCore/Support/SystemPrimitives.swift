@@ -169,8 +169,9 @@ public enum WholeFile {
         init(errno: Int32) { description = String(cString: strerror(errno)) }
     }
 
-    /// What `descriptor` gives until its end, and the errno of a read that failed before it.
-    static func drain(_ descriptor: Int32) -> (bytes: [UInt8], errno: Int32?) {
+    /// What `descriptor` gives until its end, and the errno of a read that failed before it. Stops once it holds
+    /// more than `limit` bytes (the caller sees `bytes.count > limit`).
+    public static func drain(_ descriptor: Int32, limit: Int = .max) -> (bytes: [UInt8], errno: Int32?) {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -181,6 +182,7 @@ public enum WholeFile {
             }
             if count == 0 { return (bytes, nil) }
             bytes += chunk[..<count]
+            if bytes.count > limit { return (bytes, nil) }
         }
     }
 }
