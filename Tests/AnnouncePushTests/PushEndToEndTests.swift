@@ -330,11 +330,14 @@ struct PushEndToEndTests {
                     #expect(jobs.count == 1, "\(jobs)")
                     #expect(listener.logLines(containing: "did not reply in time", "order.id=FROZEN-1").count == 1)
                     // Acknowledged once the daemon answered: as forwarded, or as a duplicate if the daemon had
-                    // handled the timed-out request after thawing.
-                    let answered =
+                    // handled the timed-out request after thawing — then only when the broker redelivers it, which
+                    // may come after the daemon spoke it: wait for the listener's answer, not the daemon's.
+                    func answered() -> Int {
                         listener.logLines(containing: "payment forwarded", "order.id=FROZEN-1").count
-                        + listener.logLines(containing: "(duplicate)", "order.id=FROZEN-1").count
-                    #expect(answered == 1, "\(listener.log)")
+                            + listener.logLines(containing: "(duplicate)", "order.id=FROZEN-1").count
+                    }
+                    _ = try await eventually(timeout: .seconds(30)) { answered() >= 1 }
+                    #expect(answered() == 1, "\(listener.log)")
                 }
             }
         }
