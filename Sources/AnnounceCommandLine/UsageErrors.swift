@@ -17,7 +17,7 @@ public enum CommandLineErrors {
         let message = command.message(for: error).split(whereSeparator: \.isNewline).joined(separator: "; ")
         // "  See 'announce-ctl say --help' for more information.": the help of the command that was being parsed.
         let help = command.fullMessage(for: error).split(whereSeparator: \.isNewline).lazy.compactMap { line in
-            line.contains("See '") ? quoted(line) : nil
+            line.drop(while: \.isWhitespace).hasPrefix("See '") ? quoted(line) : nil
         }.first
         return "\(program): \(message)" + (help.map { " (\($0) describes the options)" } ?? "")
     }

@@ -109,7 +109,7 @@ enum StatusView {
         if let order = job.order { details.append("order \(order)") }
         var line = "last paid: \(job.text ?? "?") (\(details.joined(separator: ", ")))"
         if let finished = job.finishedAt {
-            line += ", heard " + finished.prefix(19).replacing("T", with: " ") + " UTC"
+            line += ", heard " + String(finished.prefix(19).map { $0 == "T" ? " " : $0 }) + " UTC"
             if let date = try? Date(finished, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
                 line += ", \(duration(max(0, now.timeIntervalSince(date)))) ago"
             }

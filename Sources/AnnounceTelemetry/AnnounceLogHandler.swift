@@ -169,9 +169,20 @@ public struct AnnounceLogHandler: LogHandler {
         guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else {
             return value
         }
-        let escaped = value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
-            .replacing("\n", with: "\\n")
-        return "\"\(escaped)\""
+        // Character by character, not String.replacing: that one lives in _StringProcessing, whose code the
+        // daemon would then run (and keep resident) for every log line.
+        var escaped = "\""
+        for character in value {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\r\n": escaped += "\\r\\n"
+            default: escaped.append(character)
+            }
+        }
+        return escaped + "\""
     }
 
     static func timestamp() -> String {

@@ -34,6 +34,20 @@ struct LogHandlerTests {
         }
     }
 
+    /// A value a reader could take for more fields (a space, `=`, a quote, a line break: a client's error text, a
+    /// file name) is written quoted, with what would end it or the line escaped; a plain value as it is.
+    @Test func valuesThatCouldBreakALineAreQuotedAndEscaped() {
+        #expect(AnnounceLogHandler.quoted("alipay") == "alipay")
+        #expect(AnnounceLogHandler.quoted("") == "\"\"")
+        #expect(AnnounceLogHandler.quoted("no such file") == "\"no such file\"")
+        #expect(AnnounceLogHandler.quoted("a=b") == "\"a=b\"")
+        #expect(AnnounceLogHandler.quoted(#"say "hi" C:\tmp"#) == #""say \"hi\" C:\\tmp""#)
+        #expect(AnnounceLogHandler.quoted("one\ntwo\rthree\r\nfour") == #""one\ntwo\rthree\r\nfour""#)
+        #expect(AnnounceLogHandler.quoted("到账 100 元") == "\"到账 100 元\"")
+        let text = AnnounceLogHandler.text(label: nil, message: "bad request", metadata: ["error": "line 1\nfake=1"])
+        #expect(text == #"bad request error="line 1\nfake=1""#)
+    }
+
     @Test func aJobsEndIsAnEntryWithItsMessageIDAndFields() {
         let metadata: Logger.Metadata = [
             "event": .event(.spoken), "job.id": "7", "order.id": "A1", "channel": "alipay", "amount_fen": "10000",
