@@ -241,6 +241,8 @@ lead_in_ms=$("$bin/announced" --check-config --voices "$PWD/out/voices" --device
     | awk -F' = ' '/^lead_in_ms/ {print $2}')
 amount=123.45
 "$bin/announce-ctl" render --output "$work/announcement.wav" "$amount" >/dev/null
+# What the default daemon writes to ALSA, sample for sample: the same announcement after its lead-in.
+"$bin/announce-ctl" render --lead-in-ms "$lead_in_ms" --output "$work/announcement-lead-in.wav" "$amount" >/dev/null
 text=$("$bin/announce-ctl" words "$amount" | cut -f2)
 espeak-ng -v cmn-latn-pinyin -w "$work/espeak.wav" "$text"
 lead() {  # leading silence of a WAV, ms (first sample above the probe's threshold)
@@ -268,6 +270,7 @@ warm=$($probe onset "$rounds" \
     "announce-ctl say, --keep-open=$bin/announce-ctl say --socket $work/open.sock $amount" \
     "announce-ctl say, no lead-in=$bin/announce-ctl say --socket $work/bare.sock $amount" \
     "aplay WAV=aplay -q -D pulse $work/announcement.wav" \
+    "aplay WAV, lead-in included=aplay -q -D pulse $work/announcement-lead-in.wav" \
     "spd-say, running server=spd-say -o espeak-ng -y '$voice' -w '$text'")
 kill "$spd_pid"; wait "$spd_pid" 2>/dev/null || true
 # Cold: no server; spd-say starts one, which is stopped by PID after each round (it outlives its client).
@@ -285,6 +288,7 @@ row "announce-ctl say" "$warm" "$(lead "$work/announcement.wav")"
 row "announce-ctl say, --keep-open" "$warm" "$(lead "$work/announcement.wav")"
 row "announce-ctl say, no lead-in" "$warm" "$(lead "$work/announcement.wav")"
 row "aplay WAV" "$warm" "$(lead "$work/announcement.wav")"
+row "aplay WAV, lead-in included" "$warm" "$(lead "$work/announcement-lead-in.wav")"
 row "spd-say, running server" "$warm" "≈ $(lead "$work/espeak.wav")"
 row "spd-say, cold server" "$cold" "≈ $(lead "$work/espeak.wav")"
 echo
@@ -309,12 +313,13 @@ heard_default=$(json <<<"$warm" "d['announce-ctl say']['median_ms']")
 heard_open=$(json <<<"$warm" "d['announce-ctl say, --keep-open']['median_ms']")
 heard_aplay=$(json <<<"$warm" "d['aplay WAV']['median_ms']")
 heard_bare=$(json <<<"$warm" "d['announce-ctl say, no lead-in']['median_ms']")
+heard_aplay_lead=$(json <<<"$warm" "d['aplay WAV, lead-in included']['median_ms']")
 first_default=$(histogram_mean "$work/rig.sock" announce_first_sample_seconds | cut -d' ' -f1)
 first_open=$(histogram_mean "$work/open.sock" announce_first_sample_seconds | cut -d' ' -f1)
 first_bare=$(histogram_mean "$work/bare.sock" announce_first_sample_seconds | cut -d' ' -f1)
 sent=$(json <<<"$request" "d['median_ms']")
 rest() { awk -v h="$1" -v s="$sent" -v f="$2" -v l="$3" 'BEGIN {printf "%.2f", h - s - f - l}'; }
-ratio() { awk -v a="$1" -v b="$heard_aplay" 'BEGIN {printf "%.2f", a / b}'; }
+ratio() { awk -v a="$1" -v b="${2:-$heard_aplay}" 'BEGIN {printf "%.2f", a / b}'; }
 echo "| step | default | --keep-open | no lead-in |"
 echo "|---|---|---|---|"
 echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same | same |"
@@ -324,6 +329,8 @@ echo "| first sample written → heard on the monitor (the rest of the median on
 echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms | $(printf %.1f "$heard_bare") ms |"
 echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | | |"
 echo "| **onset ratio** announce-ctl say ÷ aplay | **$(ratio "$heard_default")** | **$(ratio "$heard_open")** | **$(ratio "$heard_bare")** |"
+echo "| aplay of what the daemon writes, the lead-in included: exec → heard | $(printf %.1f "$heard_aplay_lead") ms | | |"
+echo "| **onset ratio, the same samples** (the daemon's with its lead-in ÷ aplay of them) | **$(ratio "$heard_default" "$heard_aplay_lead")** | **$(ratio "$heard_open" "$heard_aplay_lead")** | **$(ratio "$heard_bare")** |"
 echo
 callgrind() {  # instructions a command executes (valgrind's callgrind: exact, the machine's load aside)
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/Collected/ {print $4}'
