@@ -36,8 +36,11 @@ extension Daemon {
         let problems = new.problems()
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         let policy = try AccessPolicy(configuration: new)
-        let voices = try VoicePackLoader.loadLibrary(
-            directory: new.voicesSearch.locate(), defaultLanguage: new.language)
+        let voices: VoiceLibrary
+        do {
+            defer { Self.releaseDecoders(logger) }
+            voices = try VoicePackLoader.loadLibrary(directory: new.voicesSearch.locate(), defaultLanguage: new.language)
+        }
         var needRestart: [String] = []
         let old = configuration
         if new.socketPath != old.socketPath { needRestart.append("socket") }

@@ -34,7 +34,8 @@ public enum AnnouncedProgram {
     /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads those a
     /// payment needs before it starts, so that no announcement waits for one, and so that a missing one stops it
     /// at once with the reason, as the dynamic loader would have. Not libespeak-ng: only free text uses it, and
-    /// it loads at the first (``Espeak``).
+    /// it loads at the first (``Espeak``). libsndfile leaves again once the voice packs are decoded
+    /// (``Daemon/releaseDecoders(_:)``).
     static func loadLibraries() {
         let libraries = [
             ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SNDFILE, ANNOUNCE_LAZY_SOXR, ANNOUNCE_LAZY_EBUR128,

@@ -68,6 +68,21 @@ int announce_lazy_is_loaded(int library) {
     return library >= 0 && library < ANNOUNCE_LAZY_LIBRARIES && __atomic_load_n(&handles[library], __ATOMIC_ACQUIRE);
 }
 
+int announce_lazy_unload(int library, char *error, size_t size) {
+    if (library < 0 || library >= ANNOUNCE_LAZY_LIBRARIES) {
+        if (size) snprintf(error, size, "no library %d", library);
+        return -1;
+    }
+    void *loaded = __atomic_exchange_n(&handles[library], NULL, __ATOMIC_ACQ_REL);
+    if (!loaded) return 0;
+    for (size_t index = 0; index < sizeof symbols / sizeof symbols[0]; index++) {
+        if ((int)symbols[index]->library == library) __atomic_store_n(symbols[index]->slot, NULL, __ATOMIC_RELEASE);
+    }
+    if (dlclose(loaded) == 0) return 0;
+    if (size) snprintf(error, size, "%s", dlerror());
+    return -1;
+}
+
 /* Called by a stub at its function's first call (stubs.S saved the caller's argument registers). A library or
  * function that cannot be found ends the process with the reason: the packages depend on these libraries, so
  * this means a broken installation, and the function cannot be called. */

@@ -23,6 +23,31 @@ struct SoundFileTests {
         #expect(worst <= 1, "samples differ by up to \(worst) after a WAV round trip")
     }
 
+    /// Unloading libsndfile (what the daemon does once its packs are decoded) leaves every call working: the next
+    /// one loads it again, from any thread, while other tests of this process use it too.
+    @Test func theLibraryLoadsAgainAfterItWasUnloaded() async throws {
+        let directory = try Paths.temporaryDirectory("snd-unload")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let samples: [Int16] = (0..<800).map { Int16(truncatingIfNeeded: $0 * 31 - 12000) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    for round in 0..<25 {
+                        let path = "\(directory)/\(worker)-\(round).wav"
+                        #expect(SoundFile.unloadLibrary() == nil)
+                        try SoundFile.writeWAV(path: path, samples: samples, sampleRate: 8000)
+                        #expect(SoundFile.unloadLibrary() == nil)
+                        let audio = try SoundFile.read(path: path)
+                        #expect(audio.samples.map(ClipProcessing.int16) == samples, "\(path)")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(SoundFile.libraryVersion.hasPrefix("libsndfile"))
+        #expect(SoundFile.unloadLibrary() == nil && SoundFile.unloadLibrary() == nil, "unloading twice is no error")
+    }
+
     @Test func readsFlacMadeBySox() async throws {
         let directory = try Paths.temporaryDirectory("snd")
         defer { try? FileManager.default.removeItem(atPath: directory) }

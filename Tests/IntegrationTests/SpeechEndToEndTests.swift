@@ -129,6 +129,43 @@ struct SpeechEndToEndTests {
         #expect(healthy.status == 0 && !healthy.stdout.contains(warning), "\(healthy)")
     }
 
+    /// libsndfile and its codecs decode the packs at start and at a reload, then leave the daemon's memory; a
+    /// reload loads them again through the same stubs (a stub still pointing into the unloaded library would
+    /// crash the daemon there), and payments go on throughout.
+    @Test func theDecoderLibrariesLeaveOnceThePacksAreDecoded() async throws {
+        func mapped(_ daemon: DaemonProcess) throws -> [String] {
+            let maps = try WholeFile.read(atPath: "/proc/\(daemon.processID)/maps").get()
+            return ["libsndfile", "libFLAC", "libvorbis", "libopus", "libmpg123"].filter {
+                String(decoding: maps, as: UTF8.self).contains($0)
+            }
+        }
+        let config = try Paths.temporaryDirectory("decoders")
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        // ALSA as on a terminal without a sound server: this machine's configuration hooks in PulseAudio, whose
+        // libpulsecommon needs libsndfile too and would keep it mapped. No mixer for the same reason.
+        let alsa = "\(config)/alsa.conf"
+        try "pcm.null {\n    type null\n}\n".write(toFile: alsa, atomically: true, encoding: .utf8)
+        let file = "\(config)/announced.toml"
+        try "[audio]\nmixer = \"none\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try await withDaemon(
+            rig: nil, arguments: ["--config", file], device: "null", environment: ["ALSA_CONFIG_PATH": alsa]
+        ) { daemon in
+            #expect(try mapped(daemon) == [], "still mapped after start\n\(daemon.log)")
+            let paid = try await daemon.ctl(["say", "--wait", "1.00"])
+            #expect(paid.status == 0 && paid.stdout.contains("spoken"), "\(paid)")
+            for round in 1...2 {  // a reload decodes the packs again, though nothing changed
+                daemon.signal(SIGHUP)
+                let reloaded = try await eventually(timeout: .seconds(30)) {
+                    daemon.log.components(separatedBy: "configuration reloaded").count > round
+                }
+                #expect(reloaded, "reload \(round) not logged\n\(daemon.log)")
+                #expect(try mapped(daemon) == [], "still mapped after reload \(round)\n\(daemon.log)")
+                let again = try await daemon.ctl(["say", "--wait", "--lang", "en", "\(round).50"])
+                #expect(again.status == 0 && again.stdout.contains("spoken"), "\(again)\n\(daemon.log)")
+            }
+        }
+    }
+
     @Test func aMissingClipPlaysTheChimeAndReportsIt() async throws {
         // A pack whose low-battery prompt has lost its clip: it loads (with a warning), and asking for the
         // prompt plays the chime and reports missing_clip instead of staying silent.

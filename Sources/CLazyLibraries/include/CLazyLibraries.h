@@ -32,6 +32,13 @@ int announce_lazy_load(int library, char *error, size_t size);
 /* Whether `library` has been loaded (by announce_lazy_load or a first call). */
 int announce_lazy_is_loaded(int library);
 
+/* Unloads `library` (dlclose) and forgets its functions' addresses: the next call of one loads it again. For a
+ * library a long-running program needs only now and then (the daemon decodes its voice packs with libsndfile at
+ * start and at a reload, and keeps none of it mapped in between). The caller makes sure that no thread is in one
+ * of the library's functions or about to call one until this returns. 0 if it was unloaded or not loaded; -1
+ * with dlerror's text in `error` (`size` bytes) if dlclose failed. */
+int announce_lazy_unload(int library, char *error, size_t size);
+
 /* Loads `library` and looks up every function listed for it. Returns how many are missing; the first one's
  * name (or the load error) goes to `missing`. For the tests. */
 int announce_lazy_check(int library, char *missing, size_t size);
