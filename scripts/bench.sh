@@ -10,8 +10,12 @@
 #     --rounds N   exec → first sample rounds per variant (default 20)
 #     --jobs N     sequential jobs for request → first sample, at most 1000 (default 1000)
 #     --long       also 1000 back-to-back announcements on the rig with the other core saturated (≈ 20 min)
-#     --only S     comma-separated sections: size, packs, daemon, burst, rig, load (default all but load;
-#                  --long: all)
+#     --only S     comma-separated sections: size, packs, daemon, burst, rig, load, arm64 (default all but
+#                  load and arm64; --long: also load)
+#
+# arm64: instruction counts of the arm64 executable under qemu-user (scripts/qemu-instructions.py; time means
+# nothing there): announce-ctl's start, the daemon's start and each announcement on ALSA's null PCM. Needs the
+# arm64 build of scripts/package.sh --arch arm64 (ANNOUNCE_ARM64_BIN: its folder) and its sysroot.
 #
 # ANNOUNCE_BIN_DIR: use the binaries there instead of building (no size section then). Installs speech-dispatcher
 # and its espeak-ng module (the anchors; not needed by the tests) and valgrind (instruction counts) if missing.
@@ -391,6 +395,52 @@ awk -v p="$notice_ms" '{a[NR] = $1} END {
     printf "| %d | %.2f ms | %.2f ms | %.2f ms | %s ms | %.1f ms |\n", NR, median, a[i95], a[NR], p, a[NR] + p }' "$work/record_ms"
 echo
 
+fi
+if want arm64; then
+    arm64_bin=${ANNOUNCE_ARM64_BIN:-.build-arm64/aarch64-unknown-linux-gnu/release}
+    [[ -x "$arm64_bin/announce" ]] || { echo "bench: no $arm64_bin/announce; run scripts/package.sh --arch arm64" >&2; exit 1; }
+    sysroot=$(scripts/pkg/sysroot.sh)
+    count=scripts/qemu-instructions.py
+    mkdir -p "$work/arm64"
+    cp "$arm64_bin/announce" "$work/arm64/announce"
+    for program in announced announce-ctl; do ln -sf announce "$work/arm64/$program"; done
+    echo "### arm64 under qemu-user: instructions executed"
+    echo
+    ctl_missing=$($count "$sysroot" "$work/arm64/announce-ctl" say --socket "$work/missing.sock" 1 2>/dev/null || true)
+    ctl_words=$($count "$sysroot" "$work/arm64/announce-ctl" words 123.45 2>/dev/null)
+    # The daemon under the counter (slow: every block it runs is logged), marks around its announcements.
+    $count "$sysroot" "$work/arm64/announced" --socket "$work/arm64.sock" --state-dir "$work/arm64-state" \
+        --voices "$PWD/out/voices" --device null > "$work/arm64-count" 2> "$work/arm64-err" &
+    counter=$!
+    pids+=("$counter")
+    until "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null 2>&1; do sleep 0.1; done
+    kill -USR1 "$counter"
+    until grep -q '^mark' "$work/arm64-err"; do sleep 0.1; done
+    started=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    "$bin/announce-ctl" say --wait --socket "$work/arm64.sock" 1.00 >/dev/null  # first-use costs, not counted
+    kill -USR1 "$counter"
+    until (($(grep -c '^mark' "$work/arm64-err") >= 2)); do sleep 0.1; done
+    before=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    arm64_jobs=5
+    for i in $(seq "$arm64_jobs"); do "$bin/announce-ctl" say --wait --socket "$work/arm64.sock" "12$i.45" >/dev/null; done
+    kill -USR1 "$counter"
+    until (($(grep -c '^mark' "$work/arm64-err") >= 3)); do sleep 0.1; done
+    after=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null
+    kill -TERM "$(pgrep -f "qemu-aarch64-static -L $sysroot .*$work/arm64/announced" | head -1)"
+    wait "$counter" 2>/dev/null || true
+    millions() { awk -v n="$1" 'BEGIN {printf "%.2f M", n / 1e6}'; }
+    echo "| what | instructions |"
+    echo "|---|---|"
+    echo "| \`announce-ctl say --socket MISSING 1\` (start, parse, the connect that fails, the message) | $(millions "$ctl_missing") |"
+    echo "| \`announce-ctl words 123.45\` (start, the reading, no daemon) | $(millions "$ctl_words") |"
+    echo "| the daemon: exec → ready (zh + en packs decoded and prepared, journal opened) | $(millions "$started") |"
+    echo "| the daemon: one announcement, request → heard (mean of $arm64_jobs, 12x.45, ALSA null PCM; all threads) | $(millions "$(((after - before) / arm64_jobs))") |"
+    echo "| the daemon: its stop after them (SIGTERM → exit) | $(millions "$(($(tail -1 "$work/arm64-count") - after))") |"
+    echo
+    echo "qemu-aarch64 $(qemu-aarch64-static --version | head -1 | awk '{print $3}'), the arm64 build in $arm64_bin; counted from qemu's"
+    echo "translation log (scripts/qemu-instructions.py)."
+    echo
 fi
 if want load; then
     echo "### Playback under load: 1000 announcements back to back, the other core saturated"
