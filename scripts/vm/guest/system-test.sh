@@ -159,7 +159,11 @@ memory() {
     record memory_status grep -E '^(VmRSS|RssAnon|RssFile|RssShmem)' "/proc/$1/status"
     record memory_private awk '/^Private_Dirty:/ { n += $2 } END { print "Private_Dirty: " n " kB" }' \
         "/proc/$1/smaps_rollup"
-    record memory_mappings awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anonymous]" : $6) }
+    # The executable by segment: code (r-x), read-only data and metadata (r--), relocated data (rw-).
+    record memory_mappings awk '/^[0-9a-f]+-[0-9a-f]+ / {
+            name = ($6 == "" ? "[anonymous]" : $6)
+            if ($6 ~ /\/announce$/) name = $6 " " $2
+        }
         /^Rss:/ { rss[name] += $2 } END { for (name in rss) if (rss[name] > 0) print rss[name], name }' \
         "/proc/$1/smaps"
 }
