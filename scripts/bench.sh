@@ -431,7 +431,7 @@ if want arm64; then
     until (($(grep -c '^mark' "$work/arm64-err") >= 3)); do sleep 0.1; done
     after=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
     "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null
-    kill -TERM "$(pgrep -f "qemu-aarch64-static -L $sysroot .*$work/arm64/announced" | head -1)"
+    kill -TERM "$counter"  # it stops the daemon and prints the count of everything
     wait "$counter" 2>/dev/null || true
     millions() { awk -v n="$1" 'BEGIN {printf "%.2f M", n / 1e6}'; }
     echo "| what | instructions |"

@@ -141,7 +141,7 @@ struct FastSay {
     /// The fields FastSay sets, as JSON (FastSayTests decodes it back and compares).
     static func encode(_ request: Request) -> [UInt8] {
         var json = ""
-        func add(_ key: String, _ text: String?) { if let text { add(key, number: quoted(text)) } }
+        func add(_ key: String, _ text: String?) { if let text { add(key, number: JSONSyntax.quoted(text)) } }
         func add(_ key: String, number: String?) {
             guard let number else { return }
             json += (json.isEmpty ? "{\"" : ",\"") + key + "\":" + number
@@ -160,25 +160,6 @@ struct FastSay {
         add("ttl", number: request.ttl.map { "\($0)" })
         add("wait", number: request.wait.map { $0 ? "true" : "false" })
         return Array((json + "}").utf8)
-    }
-
-    /// A JSON string: quotes, backslashes and control characters escaped, the rest as UTF-8.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 
     /// Sends the request as `Say.run` does; exits with the status ArgumentParser would give for its outcome.

@@ -39,7 +39,8 @@ extension Daemon {
         let voices: VoiceLibrary
         do {
             defer { Self.releaseDecoders(logger) }
-            voices = try VoicePackLoader.loadLibrary(directory: new.voicesSearch.locate(), defaultLanguage: new.language)
+            voices = try VoicePackLoader.loadLibrary(
+                directory: new.voicesSearch.locate(), defaultLanguage: new.language)
         }
         var needRestart: [String] = []
         let old = configuration

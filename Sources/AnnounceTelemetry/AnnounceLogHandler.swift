@@ -166,23 +166,13 @@ public struct AnnounceLogHandler: LogHandler {
     }
 
     static func quoted(_ value: String) -> String {
-        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else {
-            return value
-        }
-        // Character by character, not String.replacing: that one lives in _StringProcessing, whose code the
-        // daemon would then run (and keep resident) for every log line.
-        var escaped = "\""
-        for character in value {
-            switch character {
-            case "\\": escaped += "\\\\"
-            case "\"": escaped += "\\\""
-            case "\n": escaped += "\\n"
-            case "\r": escaped += "\\r"
-            case "\r\n": escaped += "\\r\\n"
-            default: escaped.append(character)
-            }
-        }
-        return escaped + "\""
+        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline })
+            || value.unicodeScalars.contains(where: { $0.value < 0x20 })
+        else { return value }
+        // As a JSON string, escapes a line break and any other control character (a raw one could fake the rest of
+        // a journal line). Not String.replacing: that lives in _StringProcessing, which the daemon then ran (and
+        // kept resident) for every log line.
+        return JSONSyntax.quoted(value)
     }
 
     static func timestamp() -> String {

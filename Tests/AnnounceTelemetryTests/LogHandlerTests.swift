@@ -44,6 +44,8 @@ struct LogHandlerTests {
         #expect(AnnounceLogHandler.quoted(#"say "hi" C:\tmp"#) == #""say \"hi\" C:\\tmp""#)
         #expect(AnnounceLogHandler.quoted("one\ntwo\rthree\r\nfour") == #""one\ntwo\rthree\r\nfour""#)
         #expect(AnnounceLogHandler.quoted("到账 100 元") == "\"到账 100 元\"")
+        #expect(AnnounceLogHandler.quoted("a\tb") == #""a\tb""#, "a control character alone is reason to quote")
+        #expect(AnnounceLogHandler.quoted("\u{1B}[31mred") == #""\u001b[31mred""#)
         let text = AnnounceLogHandler.text(label: nil, message: "bad request", metadata: ["error": "line 1\nfake=1"])
         #expect(text == #"bad request error="line 1\nfake=1""#)
     }

@@ -15,6 +15,26 @@ public enum JSONSyntax {
         }
     }
 
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped, the rest as it is. For the
+    /// request line `announce-ctl say` writes by hand, and for quoted values in log lines.
+    public static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+
     /// The first syntax error of `bytes` (one JSON value, whitespace around it allowed), or nil if it is JSON.
     public static func firstProblem(_ bytes: [UInt8]) -> Problem? {
         var scanner = Scanner(bytes: bytes)
