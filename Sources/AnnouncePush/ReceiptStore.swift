@@ -89,41 +89,9 @@ public final class ReceiptStore: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let bytes = Array((try? encoder.encode(entry)) ?? Data())
-        let final = Path.join(directory, Self.fileName(entry.seq))
-        let temporary = final + ".tmp"
+        let path = Path.join(directory, Self.fileName(entry.seq))
         try lock.withLock { _ throws(AnnounceError) in
-            var fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            if fd < 0 && errno == ENOENT {
-                // The folder could not be made at start (or was removed): make it now.
-                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            }
-            guard fd >= 0 else { throw failure("create", temporary) }
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else {
-                    let error = failure("write", temporary)
-                    close(fd)
-                    unlink(temporary)
-                    throw error
-                }
-                offset += written
-            }
-            guard fsync(fd) == 0 else {
-                let error = failure("fsync", temporary)
-                close(fd)
-                unlink(temporary)
-                throw error
-            }
-            close(fd)
-            guard rename(temporary, final) == 0 else {
-                let error = failure("rename", temporary)
-                unlink(temporary)
-                throw error
-            }
-            try syncDirectory()
+            do throws(DurableFile.Failure) { try DurableFile.replace(path, with: bytes) } catch { throw Self.failure(error) }
         }
     }
 
@@ -131,20 +99,12 @@ public final class ReceiptStore: Sendable {
     public func remove(_ seq: UInt64) throws(AnnounceError) {
         let path = Path.join(directory, Self.fileName(seq))
         try lock.withLock { _ throws(AnnounceError) in
-            guard unlink(path) == 0 || errno == ENOENT else { throw failure("remove", path) }
-            try syncDirectory()
+            do throws(DurableFile.Failure) { try DurableFile.remove(path) } catch { throw Self.failure(error) }
         }
     }
 
-    private func syncDirectory() throws(AnnounceError) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw failure("open", directory) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw failure("fsync", directory) }
-    }
-
-    private func failure(_ what: String, _ path: String) -> AnnounceError {
-        AnnounceError(.journal, "cannot \(what) \(path)", cause: String(cString: strerror(errno)))
+    private static func failure(_ failure: DurableFile.Failure) -> AnnounceError {
+        AnnounceError(.journal, "cannot \(failure.call) \(failure.path)", cause: failure.reason)
     }
 
     static func fileName(_ seq: UInt64) -> String {

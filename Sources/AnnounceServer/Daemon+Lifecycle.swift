@@ -40,7 +40,8 @@ extension Daemon {
         do {
             defer { Self.releaseDecoders(logger) }
             voices = try VoicePackLoader.loadLibrary(
-                directory: new.voicesSearch.locate(), defaultLanguage: new.language)
+                directory: new.voicesSearch.locate(), defaultLanguage: new.language,
+                options: Self.voicePackOptions(stateDirectory: configuration.stateDirectory))
         }
         var needRestart: [String] = []
         let old = configuration
@@ -83,7 +84,7 @@ extension Daemon {
         volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
         jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
         player.replacePack(voices.defaultPack)
-        Self.logWarnings(of: voices, logger)
+        Self.logLoaded(voices, logger)
         if let level = Logger.Level(rawValue: new.logLevel) { AnnounceLogHandler.level = level }
         logger.notice(
             "configuration reloaded",

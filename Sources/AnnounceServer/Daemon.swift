@@ -64,17 +64,10 @@ public final class Daemon: Sendable {
         let policy = try AccessPolicy(configuration: configuration)
         let started = Monotonic.nanos
         let voices = try VoicePackLoader.loadLibrary(
-            directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language)
+            directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language,
+            options: Self.voicePackOptions(stateDirectory: configuration.stateDirectory))
         Self.releaseDecoders(logger)
-        for pack in voices.packs {
-            logger.info(
-                "voice pack loaded",
-                metadata: [
-                    "lang": "\(pack.language)", "pack": "\(pack.manifest.name)", "dir": "\(pack.directory)",
-                    "clips": "\(pack.clips.count)", "default": "\(pack.language == voices.defaultPack.language)",
-                ])
-        }
-        Self.logWarnings(of: voices, logger)
+        Self.logLoaded(voices, logger)
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
         let journal = try Journal(path: configuration.journalPath)
         if let evidence = journal.recoveredFromCorruption {
@@ -317,8 +310,32 @@ public final class Daemon: Sendable {
 
     /// What a pack that loaded lacks (a prompt's clip): the chime plays instead when it is asked for, so it is
     /// said at load, not first heard as a chime.
-    static func logWarnings(of voices: VoiceLibrary, _ logger: Logger) {
+    /// How the daemon loads its voice packs: their prepared clips kept in `<state_dir>/prepared` (``PreparedClips``).
+    static func voicePackOptions(stateDirectory: String) -> VoicePackLoader.Options {
+        var options = VoicePackLoader.Options()
+        options.preparedDirectory = Path.join(stateDirectory, "prepared")
+        return options
+    }
+
+    /// Each pack loaded, where its clips are held, and its warnings.
+    static func logLoaded(_ voices: VoiceLibrary, _ logger: Logger) {
         for pack in voices.packs {
+            var metadata: Logger.Metadata = [
+                "lang": "\(pack.language)", "pack": "\(pack.manifest.name)", "dir": "\(pack.directory)",
+                "clips": "\(pack.clips.count)", "default": "\(pack.language == voices.defaultPack.language)",
+            ]
+            switch pack.storage {
+            case .memory: break
+            case let .mapped(file): metadata["prepared"] = "\(file)"
+            case let .unsaved(reason):
+                logger.warning(
+                    """
+                    voice pack "\(pack.manifest.name)": its prepared clips cannot be saved, so they stay in memory \
+                    and are decoded again at every start
+                    """,
+                    metadata: ["lang": "\(pack.language)", "reason": "\(reason)"])
+            }
+            logger.info("voice pack loaded", metadata: metadata)
             for warning in pack.warnings {
                 logger.warning(
                     "voice pack \"\(pack.manifest.name)\": \(warning); the chime plays instead (add the clip, docs/voice-packs.md)",

@@ -22,12 +22,22 @@ public enum VoicePackLoader {
         public var maximumClipSeconds: Double = 8
         /// Give the pack an espeak-ng voice for free text (its manifest's `speech`, else the language's default).
         public var synthesizeFreeText = true
+        /// Keep the prepared clips in a file here and map it (``PreparedClips``); nil: decode every clip and keep
+        /// it in memory. The daemon uses `<state_dir>/prepared`.
+        public var preparedDirectory: String?
         public init() {}
     }
 
     public static let manifestName = "manifest.json"
 
     public static func readManifest(directory: String) throws(AnnounceError) -> VoicePackManifest {
+        try readManifestAndBytes(directory: directory).manifest
+    }
+
+    /// The manifest and the bytes it was read from.
+    static func readManifestAndBytes(
+        directory: String
+    ) throws(AnnounceError) -> (manifest: VoicePackManifest, bytes: Data) {
         let path = Path.join(directory, manifestName)
         let data: Data
         do {
@@ -40,7 +50,7 @@ public enum VoicePackLoader {
             throw AnnounceError(.badVoicePack, "voice pack manifest \(path) \(error)")
         }
         do {
-            return try JSONDecoder().decode(VoicePackManifest.self, from: data)
+            return (try JSONDecoder().decode(VoicePackManifest.self, from: data), data)
         } catch {
             // Where the JSON breaks (line, column), which the decoder does not say; else what does not fit.
             if let problem = JSONSyntax.firstProblem(Array(data)) {
@@ -51,7 +61,7 @@ public enum VoicePackLoader {
     }
 
     public static func load(directory: String, options: Options = Options()) throws(AnnounceError) -> VoicePack {
-        let manifest = try readManifest(directory: directory)
+        let (manifest, manifestBytes) = try readManifestAndBytes(directory: directory)
         let composer = try Composer(manifest: manifest)
         let problems = manifest.problems(requiredTokens: composer.readerTokens)
         guard problems.isEmpty else {
@@ -66,19 +76,47 @@ public enum VoicePackLoader {
         }
         let preparer = ClipPreparer(
             settings: manifest.clipSettings, outputRate: options.sampleRate ?? manifest.sampleRate)
-        var clips: [String: [Float]] = [:]
-        for file in manifest.allFiles {
-            clips[file] = try loadClip(file, directory: directory, preparer: preparer, options: options).samples
-        }
         var synthesizer: (any SpeechSynthesizer)?
         if options.synthesizeFreeText,
             let speech = manifest.speech ?? SpeechSettings.defaults(language: manifest.language)
         {
             synthesizer = EspeakSynthesizer(settings: speech, preparer: preparer)
         }
-        return try VoicePack(
-            manifest: manifest, directory: directory, clips: clips, sampleRate: preparer.outputRate,
-            gapMs: options.gapMs, synthesizer: synthesizer, warnings: manifest.warnings())
+        func pack(_ clips: [String: ClipSamples], _ storage: VoicePack.ClipStorage) throws(AnnounceError) -> VoicePack {
+            try VoicePack(
+                manifest: manifest, directory: directory, clips: clips, storage: storage,
+                sampleRate: preparer.outputRate, gapMs: options.gapMs, synthesizer: synthesizer,
+                warnings: manifest.warnings())
+        }
+        let files = manifest.allFiles
+        let prepared = options.preparedDirectory.flatMap { folder in
+            PreparedClips.key(
+                directory: directory, manifest: Array(manifestBytes), files: files, outputRate: preparer.outputRate,
+                limits: options.maximumClipSeconds
+            ).map { (key: $0, path: PreparedClips.path(in: folder, key: $0)) }
+        }
+        if let prepared,
+            let clips = PreparedClips.map(prepared.path, key: prepared.key, rate: preparer.outputRate, files: files)
+        {
+            return try pack(clips, .mapped(file: prepared.path))
+        }
+        var decoded: [String: [Int16]] = [:]
+        for file in files {
+            decoded[file] = try loadClip(file, directory: directory, preparer: preparer, options: options).samples
+                .map(ClipProcessing.int16)
+        }
+        guard let prepared else { return try pack(decoded.mapValues(ClipSamples.init), .memory) }
+        do {
+            try PreparedClips.write(decoded, key: prepared.key, rate: preparer.outputRate, to: prepared.path)
+        } catch {
+            return try pack(decoded.mapValues(ClipSamples.init), .unsaved(reason: error.description))
+        }
+        guard let clips = PreparedClips.map(prepared.path, key: prepared.key, rate: preparer.outputRate, files: files)
+        else {
+            return try pack(
+                decoded.mapValues(ClipSamples.init), .unsaved(reason: "\(prepared.path) was written but reads back wrong"))
+        }
+        return try pack(clips, .mapped(file: prepared.path))
     }
 
     /// Loads every pack of a library folder: the folder itself if it is a pack, else each sub-folder holding
@@ -98,6 +136,12 @@ public enum VoicePackLoader {
         }
         var packs: [VoicePack] = []
         for (folder, _) in manifests { packs.append(try load(directory: folder, options: options)) }
+        if let folder = options.preparedDirectory {
+            // Files of packs that changed or left; those the packs being replaced still map stay readable.
+            var keep: Set<String> = []
+            for pack in packs { if case let .mapped(file) = pack.storage { keep.insert(file) } }
+            PreparedClips.prune(folder, keep: keep)
+        }
         // Decoding and preparing left the heap holding the freed scratch (each clip's decoded, resampled and
         // Float samples, small blocks malloc keeps): about 1 MB with the default packs. The daemon runs for
         // months; give it back to the system.

@@ -34,13 +34,11 @@ public enum AnnouncedProgram {
     /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads those a
     /// payment needs before it starts, so that no announcement waits for one, and so that a missing one stops it
     /// at once with the reason, as the dynamic loader would have. Not libespeak-ng: only free text uses it, and
-    /// it loads at the first (``Espeak``). libsndfile leaves again once the voice packs are decoded
-    /// (``Daemon/releaseDecoders(_:)``).
+    /// it loads at the first (``Espeak``). Not the decoders (libsndfile, libsoxr, libebur128): they load only
+    /// when a voice pack has to be prepared (its first start, or a pack changed; ``PreparedClips``), and
+    /// libsndfile leaves again once it is (``Daemon/releaseDecoders(_:)``).
     static func loadLibraries() {
-        let libraries = [
-            ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SNDFILE, ANNOUNCE_LAZY_SOXR, ANNOUNCE_LAZY_EBUR128,
-            ANNOUNCE_LAZY_SYSTEMD, ANNOUNCE_LAZY_SQLITE,
-        ]
+        let libraries = [ANNOUNCE_LAZY_ASOUND, ANNOUNCE_LAZY_SYSTEMD, ANNOUNCE_LAZY_SQLITE]
         for library in libraries {
             var error = [CChar](repeating: 0, count: 512)
             guard announce_lazy_load(Int32(library), &error, error.count) == 0 else {

@@ -18,7 +18,7 @@ struct SpeechSynthesisTests {
         let file = try #require(pack.manifest.clips["网络已断开"])
         let clip = try #require(pack.clips[file])
         let spokenInt = spoken.map(ClipProcessing.int16)
-        let clipInt = clip  // kept as played
+        let clipInt = clip.array  // kept as played
         let match = AudioMatch.correlation(expected: clipInt, captured: spokenInt)
         #expect(match.value > 0.9, "run-time speech differs from the pack's clip: correlation \(match.value)")
         #expect(abs(spoken.count - clip.count) < pack.sampleRate / 20, "\(spoken.count) vs \(clip.count) samples")

@@ -131,13 +131,15 @@ struct SpeechEndToEndTests {
 
     /// libsndfile and its codecs decode the packs at start and at a reload, then leave the daemon's memory; a
     /// reload loads them again through the same stubs (a stub still pointing into the unloaded library would
-    /// crash the daemon there), and payments go on throughout.
+    /// crash the daemon there), and payments go on throughout. The next start finds the clips prepared in its
+    /// state folder and maps them: no decoder library (libsndfile, libsoxr, libebur128) ever enters it.
     @Test func theDecoderLibrariesLeaveOnceThePacksAreDecoded() async throws {
-        func mapped(_ daemon: DaemonProcess) throws -> [String] {
-            let maps = try WholeFile.read(atPath: "/proc/\(daemon.processID)/maps").get()
-            return ["libsndfile", "libFLAC", "libvorbis", "libopus", "libmpg123"].filter {
-                String(decoding: maps, as: UTF8.self).contains($0)
-            }
+        func maps(_ daemon: DaemonProcess) throws -> String {
+            String(decoding: try WholeFile.read(atPath: "/proc/\(daemon.processID)/maps").get(), as: UTF8.self)
+        }
+        func mapped(_ daemon: DaemonProcess, _ libraries: [String] = ["libsndfile", "libFLAC", "libvorbis", "libopus", "libmpg123"]) throws -> [String] {
+            let maps = try maps(daemon)
+            return libraries.filter { maps.contains($0) }
         }
         let config = try Paths.temporaryDirectory("decoders")
         defer { try? FileManager.default.removeItem(atPath: config) }
@@ -147,13 +149,17 @@ struct SpeechEndToEndTests {
         try "pcm.null {\n    type null\n}\n".write(toFile: alsa, atomically: true, encoding: .utf8)
         let file = "\(config)/announced.toml"
         try "[audio]\nmixer = \"none\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let prepared = "\(config)/state/prepared"
         try await withDaemon(
-            rig: nil, arguments: ["--config", file], device: "null", environment: ["ALSA_CONFIG_PATH": alsa]
+            rig: nil, arguments: ["--config", file], device: "null", directory: config,
+            environment: ["ALSA_CONFIG_PATH": alsa]
         ) { daemon in
             #expect(try mapped(daemon) == [], "still mapped after start\n\(daemon.log)")
             let paid = try await daemon.ctl(["say", "--wait", "1.00"])
             #expect(paid.status == 0 && paid.stdout.contains("spoken"), "\(paid)")
-            for round in 1...2 {  // a reload decodes the packs again, though nothing changed
+            for round in 1...2 {
+                // Without its prepared clips, a reload decodes the packs again (with them, round 2, it maps them).
+                if round == 1 { try FileManager.default.removeItem(atPath: prepared) }
                 daemon.signal(SIGHUP)
                 let reloaded = try await eventually(timeout: .seconds(30)) {
                     daemon.log.components(separatedBy: "configuration reloaded").count > round
@@ -162,6 +168,41 @@ struct SpeechEndToEndTests {
                 #expect(try mapped(daemon) == [], "still mapped after reload \(round)\n\(daemon.log)")
                 let again = try await daemon.ctl(["say", "--wait", "--lang", "en", "\(round).50"])
                 #expect(again.status == 0 && again.stdout.contains("spoken"), "\(again)\n\(daemon.log)")
+            }
+            let files = try FileManager.default.contentsOfDirectory(atPath: prepared).sorted()
+            #expect(files.count == 2 && files.allSatisfy { $0.hasSuffix(".clips") }, "one file per pack: \(files)")
+        }
+        try await withDaemon(
+            rig: nil, arguments: ["--config", file], device: "null", directory: config,
+            environment: ["ALSA_CONFIG_PATH": alsa]
+        ) { daemon in
+            let decoders = ["libsndfile", "libsoxr", "libebur128"]
+            let loaded = try mapped(daemon, decoders)
+            #expect(loaded == [], "a start with prepared clips loaded a decoder\n\(daemon.log)")
+            #expect(try maps(daemon).components(separatedBy: "\(prepared)/").count == 3, "both packs' files mapped")
+            let paid = try await daemon.ctl(["say", "--wait", "2.00"])
+            #expect(paid.status == 0 && paid.stdout.contains("spoken"), "\(paid)")
+            #expect(try mapped(daemon, decoders) == [], "\(daemon.log)")
+        }
+    }
+
+    /// The clips a restarted daemon maps from the file the previous run prepared are the very samples
+    /// `announce-ctl render` decodes from the pack.
+    @Test func aRestartSpeaksThePreparedClipsSampleForSample() async throws {
+        let directory = try Paths.temporaryDirectory("prepared")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let expected = try await render(["--lead-in-ms", "40", "123.45"])
+        try await withRig { rig in
+            for start in ["first", "second"] {
+                try await withDaemon(
+                    rig: rig, arguments: Self.daemonArguments + ["--lead-in-ms", "40"], directory: directory
+                ) { daemon in
+                    #expect(daemon.log.contains("prepared="), "\(start) start: clips not mapped\n\(daemon.log)")
+                    var result: CommandResult?
+                    let captured = try await rig.capture { result = try await daemon.ctl(["say", "--wait", "123.45"]) }
+                    #expect(result?.status == 0, "\(String(describing: result))")
+                    expectSameSamples(expected, captured, "\(start) start")
+                }
             }
         }
     }

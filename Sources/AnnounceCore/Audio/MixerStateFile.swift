@@ -152,24 +152,10 @@ public final class MixerStateFile: @unchecked Sendable {
         do { data = try encoder.encode(entries) } catch {
             throw AnnounceError(.internalError, "cannot encode the mixer state", cause: "\(error)")
         }
-        let directory = Path.directory(of: path)
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let temporary = path + ".tmp"
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Self.failure("open", temporary) }
-        let written = data.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress, buffer.count) }
-        let synced = fsync(fd)
-        Glibc.close(fd)
-        guard written == data.count, synced == 0 else { throw Self.failure("write", temporary) }
-        guard rename(temporary, path) == 0 else { throw Self.failure("rename", path) }
-        let directoryFD = Glibc.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            fsync(directoryFD)
-            Glibc.close(directoryFD)
+        do {
+            try DurableFile.replace(path, with: Array(data))
+        } catch {
+            throw AnnounceError(.mixer, "cannot save the mixer state file", cause: error.description)
         }
-    }
-
-    private static func failure(_ call: String, _ path: String) -> AnnounceError {
-        AnnounceError(.mixer, "cannot save the mixer state file", cause: "\(call) \(path): \(String(cString: strerror(errno)))")
     }
 }

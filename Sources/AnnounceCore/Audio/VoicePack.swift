@@ -7,14 +7,17 @@ public protocol SpeechSynthesizer: Sendable {
 
 /// A loaded voice pack: the manifest, its composer, and every clip decoded once into the output format
 /// (mono at ``sampleRate``, silence trimmed, loudness matched, faded at both ends), kept as the 16-bit samples
-/// the device is given: half the memory of the Float they are prepared in (4 MB of the idle daemon's 6 with
-/// the default packs), and nothing left to convert when one is spoken.
+/// the device is given: half the memory of the Float they are prepared in, and nothing left to convert when one
+/// is spoken. The daemon keeps them in a file of prepared clips that it maps (``clipFile``), so that only the
+/// clips being spoken take memory (``storage``).
 public struct VoicePack: Sendable {
     public let manifest: VoicePackManifest
     public let directory: String
     public let composer: Composer
     /// Clip file (as named in the manifest) → processed samples, as played.
-    public let clips: [String: [Int16]]
+    public let clips: [String: ClipSamples]
+    /// Where ``clips`` are held.
+    public let storage: ClipStorage
     /// The output rate every clip has been converted to (the manifest's rate unless the loader was told
     /// otherwise, e.g. to give all packs of a library one rate).
     public let sampleRate: Int
@@ -31,19 +34,22 @@ public struct VoicePack: Sendable {
         gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil, warnings: [String] = []
     ) throws(AnnounceError) {
         try self.init(
-            manifest: manifest, directory: directory, clips: clips.mapValues { $0.map(ClipProcessing.int16) },
+            manifest: manifest, directory: directory,
+            clips: clips.mapValues { ClipSamples($0.map(ClipProcessing.int16)) },
             sampleRate: sampleRate, gapMs: gapMs, synthesizer: synthesizer, warnings: warnings)
     }
 
-    /// `clips`: the samples as played (another pack's ``clips``).
+    /// `clips`: the samples as played (another pack's ``clips``, or clips mapped from a file: `storage`).
     public init(
-        manifest: VoicePackManifest, directory: String, clips: [String: [Int16]], sampleRate: Int? = nil,
-        gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil, warnings: [String] = []
+        manifest: VoicePackManifest, directory: String, clips: [String: ClipSamples], storage: ClipStorage = .memory,
+        sampleRate: Int? = nil, gapMs: Int? = nil, synthesizer: (any SpeechSynthesizer)? = nil,
+        warnings: [String] = []
     ) throws(AnnounceError) {
         self.manifest = manifest
         self.directory = directory
         self.composer = try Composer(manifest: manifest)
         self.clips = clips
+        self.storage = storage
         self.sampleRate = sampleRate ?? manifest.sampleRate
         self.gapMs = gapMs ?? manifest.gapMs
         self.synthesizer = synthesizer
@@ -51,6 +57,16 @@ public struct VoicePack: Sendable {
     }
 
     public var language: String { manifest.language }
+
+    /// Where a pack's clips are held.
+    public enum ClipStorage: Sendable, Equatable {
+        /// In the daemon's memory (a pack loaded for one command, or one whose prepared clips were not asked for).
+        case memory
+        /// Mapped from this file of prepared clips (`PreparedClips` in AnnounceSound).
+        case mapped(file: String)
+        /// In memory, because the file of prepared clips could not be written: why.
+        case unsaved(reason: String)
+    }
 
     /// Rendered samples and where each word sits in them.
     public struct Rendering: Sendable, Equatable {
@@ -80,9 +96,9 @@ public struct VoicePack: Sendable {
             guard let synthesizer else {
                 throw AnnounceError(.synthesisFailed, "voice pack \"\(manifest.name)\" has no voice for free text")
             }
-            return join([try synthesizer.speech(for: text).map(ClipProcessing.int16)], leadInMs: leadInMs)
+            return join([ClipSamples(try synthesizer.speech(for: text).map(ClipProcessing.int16))], leadInMs: leadInMs)
         }
-        var parts: [[Int16]] = []
+        var parts: [ClipSamples] = []
         parts.reserveCapacity(announcement.files.count)
         for file in announcement.files {
             guard let samples = clips[file] else {
@@ -101,7 +117,7 @@ public struct VoicePack: Sendable {
         return join([samples], leadInMs: leadInMs).samples
     }
 
-    func join(_ parts: [[Int16]], leadInMs: Int) -> Rendering {
+    func join(_ parts: [ClipSamples], leadInMs: Int) -> Rendering {
         let gap = gapMs * sampleRate / 1000
         let leadIn = max(0, leadInMs) * sampleRate / 1000
         let total = leadIn + parts.reduce(0) { $0 + $1.count } + gap * max(0, parts.count - 1)
@@ -111,7 +127,7 @@ public struct VoicePack: Sendable {
         for (index, part) in parts.enumerated() {
             if index > 0 { output.append(contentsOf: repeatElement(0, count: gap)) }
             let start = output.count
-            output.append(contentsOf: part)
+            _ = part.withContiguousStorageIfAvailable { output.append(contentsOf: $0) }
             segments.append(start..<output.count)
         }
         return Rendering(samples: output, segments: segments)
