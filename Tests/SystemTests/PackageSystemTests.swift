@@ -95,6 +95,17 @@ enum PackageChecks {
                 "hw:Loopback,1,0 did not get 到账一百元 once, whole: \(hearings)")
         let match = AudioMatch.correlation(expected: expected, captured: heard)
         #expect(match.value > 0.95, "correlation \(match.value)")
+
+        // Restarted, it maps the clips its first start prepared (one file per pack, under StateDirectory=) and
+        // loads no decoder, and what it speaks is the same.
+        let prepared = facts["prepared"].split(separator: " ")
+        #expect(prepared.count == 2 && prepared.allSatisfy { $0.hasSuffix(".clips") }, "\(facts["prepared"])")
+        #expect(facts.status("restart") == 0, "\(facts["restart"])")
+        #expect(facts.status("say_again") == 0 && facts["say_again"].contains("job 2 spoken"), "\(facts["say_again"])")
+        #expect(facts["prepared_mapped"] == "2", "\(facts.summary)")
+        #expect(facts["decoders_after_restart"] == "0", "\(facts.summary)")
+        let again = AudioMatch.hearings(of: [expected], in: try facts.capture("heard_again"))
+        #expect(again.count == 1 && again.first?.best == 0 && again.first?.complete == true, "\(again)")
     }
 
     static func volumeThreshold(_ facts: Facts) throws {

@@ -149,18 +149,30 @@ step_activation() {
     fact service_after "$(systemctl is-active announced.service)"
     fact status_text "$(systemctl show -p StatusText --value announced.service)"
     # The installed daemon's memory on this board-like machine (no sound server: what a terminal has), idle
-    # after its first announcement: a figure for docs/benchmarks.md, not a check.
+    # after its first announcement, at its first start and at the next: figures for docs/benchmarks.md, not checks.
     wait_until 10 idle
-    memory "$(main_pid)"
+    memory "$(main_pid)" memory_first
+    # The first start prepared the packs' clips in the state folder. The next start (the terminal's next boot)
+    # maps them and decodes nothing: no decoder library enters the daemon, and it speaks the same.
+    fact prepared "$(ls /var/lib/announce/prepared | xargs)"
+    record restart systemctl restart announced.service
+    capture_start heard_again
+    record say_again announce-ctl say --wait 100.00
+    capture_stop
+    fact decoders_after_restart "$(grep -cE 'libsndfile|libsoxr|libebur128' "/proc/$(main_pid)/maps")"
+    fact prepared_mapped "$(grep -c ' /var/lib/announce/prepared/.*\.clips$' "/proc/$(main_pid)/maps")"
+    wait_until 10 idle
+    memory "$(main_pid)" memory
 }
 
-# memory PID: the process's RSS, what of it is private, and each mapping's share (kB), into the step's facts.
+# memory PID NAME: the process's RSS, what of it is private, and each mapping's share (kB), into the step's facts
+# NAME_status, NAME_private and NAME_mappings.
 memory() {
-    record memory_status grep -E '^(VmRSS|RssAnon|RssFile|RssShmem)' "/proc/$1/status"
-    record memory_private awk '/^Private_Dirty:/ { n += $2 } END { print "Private_Dirty: " n " kB" }' \
+    record "$2_status" grep -E '^(VmRSS|RssAnon|RssFile|RssShmem)' "/proc/$1/status"
+    record "$2_private" awk '/^Private_Dirty:/ { n += $2 } END { print "Private_Dirty: " n " kB" }' \
         "/proc/$1/smaps_rollup"
     # The executable by segment: code (r-x), read-only data and metadata (r--), relocated data (rw-).
-    record memory_mappings awk '/^[0-9a-f]+-[0-9a-f]+ / {
+    record "$2_mappings" awk '/^[0-9a-f]+-[0-9a-f]+ / {
             name = ($6 == "" ? "[anonymous]" : $6)
             if ($6 ~ /\/announce$/) name = $6 " " $2
         }
