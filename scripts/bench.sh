@@ -255,6 +255,9 @@ open_pid=$daemon_pid
 # The default plays audio.lead_in_ms (50) of silence before a burst, to wake a sleeping amplifier: a shop hears
 # it as part of the onset. Without it, the path's own latency, which is what aplay (no lead-in) is compared to.
 start_daemon bare pulse --lead-in-ms 0
+# And kept open without it: the PCM is already open when a request comes, so the path is the client, the
+# journal and a write.
+start_daemon bareopen pulse --keep-open --lead-in-ms 0
 lead_in_ms=$("$bin/announced" --check-config --voices "$PWD/out/voices" --device pulse 2>/dev/null \
     | awk -F' = ' '/^lead_in_ms/ {print $2}')
 amount=123.45
@@ -287,6 +290,7 @@ warm=$($probe onset "$rounds" \
     "announce-ctl say=$bin/announce-ctl say --socket $work/rig.sock $amount" \
     "announce-ctl say, --keep-open=$bin/announce-ctl say --socket $work/open.sock $amount" \
     "announce-ctl say, no lead-in=$bin/announce-ctl say --socket $work/bare.sock $amount" \
+    "announce-ctl say, kept open, no lead-in=$bin/announce-ctl say --socket $work/bareopen.sock $amount" \
     "aplay WAV=aplay -q -D pulse $work/announcement.wav" \
     "aplay WAV, lead-in included=aplay -q -D pulse $work/announcement-lead-in.wav" \
     "spd-say, running server=spd-say -o espeak-ng -y '$voice' -w '$text'")
@@ -305,6 +309,7 @@ echo "|---|---|---|---|---|---|"
 row "announce-ctl say" "$warm" "$(lead "$work/announcement.wav")"
 row "announce-ctl say, --keep-open" "$warm" "$(lead "$work/announcement.wav")"
 row "announce-ctl say, no lead-in" "$warm" "$(lead "$work/announcement.wav")"
+row "announce-ctl say, kept open, no lead-in" "$warm" "$(lead "$work/announcement.wav")"
 row "aplay WAV" "$warm" "$(lead "$work/announcement.wav")"
 row "aplay WAV, lead-in included" "$warm" "$(lead "$work/announcement-lead-in.wav")"
 row "spd-say, running server" "$warm" "≈ $(lead "$work/espeak.wav")"
@@ -312,7 +317,7 @@ row "spd-say, cold server" "$cold" "≈ $(lead "$work/espeak.wav")"
 echo
 echo "The same announcement ($amount: $text) everywhere; spd-say speaks it with espeak-ng's Mandarin voice."
 echo "The first two include the daemon's lead-in ($lead_in_ms ms of silence before a burst, audio.lead_in_ms, to"
-echo "wake a sleeping amplifier); \"no lead-in\" is a daemon started with --lead-in-ms 0."
+echo "wake a sleeping amplifier); \"no lead-in\" is a daemon started with --lead-in-ms 0 (and --keep-open)."
 echo "In-daemon request → first sample on the rig (mean of the daemon's histogram, these rounds):"
 echo "default $(histogram_mean "$work/rig.sock" announce_first_sample_seconds) ms,"
 echo "--keep-open $(histogram_mean "$work/open.sock" announce_first_sample_seconds) ms."
@@ -331,24 +336,26 @@ heard_default=$(json <<<"$warm" "d['announce-ctl say']['median_ms']")
 heard_open=$(json <<<"$warm" "d['announce-ctl say, --keep-open']['median_ms']")
 heard_aplay=$(json <<<"$warm" "d['aplay WAV']['median_ms']")
 heard_bare=$(json <<<"$warm" "d['announce-ctl say, no lead-in']['median_ms']")
+heard_bareopen=$(json <<<"$warm" "d['announce-ctl say, kept open, no lead-in']['median_ms']")
 heard_aplay_lead=$(json <<<"$warm" "d['aplay WAV, lead-in included']['median_ms']")
 first_default=$(histogram_mean "$work/rig.sock" announce_first_sample_seconds | cut -d' ' -f1)
 first_open=$(histogram_mean "$work/open.sock" announce_first_sample_seconds | cut -d' ' -f1)
 first_bare=$(histogram_mean "$work/bare.sock" announce_first_sample_seconds | cut -d' ' -f1)
+first_bareopen=$(histogram_mean "$work/bareopen.sock" announce_first_sample_seconds | cut -d' ' -f1)
 sent=$(json <<<"$request" "d['median_ms']")
 rest() { awk -v h="$1" -v s="$sent" -v f="$2" -v l="$3" 'BEGIN {printf "%.2f", h - s - f - l}'; }
 ratio() { awk -v a="$1" -v b="${2:-$heard_aplay}" 'BEGIN {printf "%.2f", a / b}'; }
-echo "| step | default | --keep-open | no lead-in |"
-echo "|---|---|---|---|"
-echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same | same |"
-echo "| daemon: request read → first sample written to ALSA, lead-in aside (mean of the rounds above) | $first_default ms | $first_open ms | $first_bare ms |"
-echo "| the lead-in's silence (audio.lead_in_ms) | $lead_in_ms ms | $lead_in_ms ms | 0 ms |"
-echo "| first sample written → heard on the monitor (the rest of the median onset) | $(rest "$heard_default" "$first_default" "$lead_in_ms") ms | $(rest "$heard_open" "$first_open" "$lead_in_ms") ms | $(rest "$heard_bare" "$first_bare" 0) ms |"
-echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms | $(printf %.1f "$heard_bare") ms |"
-echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | | |"
-echo "| **onset ratio** announce-ctl say ÷ aplay | **$(ratio "$heard_default")** | **$(ratio "$heard_open")** | **$(ratio "$heard_bare")** |"
-echo "| aplay of what the daemon writes, the lead-in included: exec → heard | $(printf %.1f "$heard_aplay_lead") ms | | |"
-echo "| **onset ratio, the same samples** (the daemon's with its lead-in ÷ aplay of them) | **$(ratio "$heard_default" "$heard_aplay_lead")** | **$(ratio "$heard_open" "$heard_aplay_lead")** | **$(ratio "$heard_bare")** |"
+echo "| step | default | --keep-open | no lead-in | kept open, no lead-in |"
+echo "|---|---|---|---|---|"
+echo "| exec → request line received by the socket (a stand-in server, median of $rounds; fastest $(json <<<"$request" "'%.2f' % d['min_ms']") ms) | $(printf %.2f "$sent") ms | same | same | same |"
+echo "| daemon: request read → first sample written to ALSA, lead-in aside (mean of the rounds above) | $first_default ms | $first_open ms | $first_bare ms | $first_bareopen ms |"
+echo "| the lead-in's silence (audio.lead_in_ms) | $lead_in_ms ms | $lead_in_ms ms | 0 ms | 0 ms |"
+echo "| first sample written → heard on the monitor (the rest of the median onset) | $(rest "$heard_default" "$first_default" "$lead_in_ms") ms | $(rest "$heard_open" "$first_open" "$lead_in_ms") ms | $(rest "$heard_bare" "$first_bare" 0) ms | $(rest "$heard_bareopen" "$first_bareopen" 0) ms |"
+echo "| **exec → heard** (median onset, above) | $(printf %.1f "$heard_default") ms | $(printf %.1f "$heard_open") ms | $(printf %.1f "$heard_bare") ms | $(printf %.1f "$heard_bareopen") ms |"
+echo "| aplay of the same samples: exec → heard | $(printf %.1f "$heard_aplay") ms | | | |"
+echo "| **onset ratio** announce-ctl say ÷ aplay | **$(ratio "$heard_default")** | **$(ratio "$heard_open")** | **$(ratio "$heard_bare")** | **$(ratio "$heard_bareopen")** |"
+echo "| aplay of what the daemon writes, the lead-in included: exec → heard | $(printf %.1f "$heard_aplay_lead") ms | | | |"
+echo "| **onset ratio, the same samples** (the daemon's with its lead-in ÷ aplay of them) | **$(ratio "$heard_default" "$heard_aplay_lead")** | **$(ratio "$heard_open" "$heard_aplay_lead")** | **$(ratio "$heard_bare")** | **$(ratio "$heard_bareopen")** |"
 echo
 callgrind() {  # instructions a command executes (valgrind's callgrind: exact, the machine's load aside)
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/Collected/ {print $4}'
