@@ -127,6 +127,8 @@ final class JobLifecycle: Sendable {
                     .queueFull,
                     "the queue is full (\(self.queue.capacity) jobs waiting); nothing was dropped, try again")
             }
+            // The audio thread opens the device while the journal commits (they are independent).
+            self.queue.hint()
             let committed = try self.journal.insert(record)
             var job = job
             job.id = committed.jobID

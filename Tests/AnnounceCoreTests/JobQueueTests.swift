@@ -40,6 +40,44 @@ struct JobQueueTests {
         #expect(queue.tryDequeue() == nil)
     }
 
+    /// `next` returns at a hint, once; a hint lapses when an element is taken; plain `dequeue` ignores hints.
+    @Test func aHintWakesTheConsumerOnceAndLapsesWithTheElement() throws {
+        @Sendable func name(_ arrival: JobQueue<Item>.Arrival) -> String {
+            switch arrival {
+            case let .element(item): "element \(item.value)"
+            case .hinted: "hinted"
+            case .timedOut: "timed out"
+            case .closed: "closed"
+            }
+        }
+        let queue = JobQueue<Item>(capacity: 10)
+        #expect(name(queue.next(until: 0)) == "timed out")
+        queue.hint()
+        #expect(queue.tryDequeue() == nil, "a hint is not an element")
+        #expect(name(queue.next(until: 0)) == "hinted")
+        #expect(name(queue.next(until: 0)) == "timed out", "once")
+        queue.hint()
+        try queue.enqueue(.payment(1))
+        #expect(name(queue.next()) == "element 1")
+        #expect(name(queue.next(until: 0)) == "timed out", "the hint lapsed with the element it announced")
+        queue.hint()
+        try queue.enqueue(.payment(2))
+        #expect(queue.dequeue()?.value == 2)
+        #expect(name(queue.next(until: 0)) == "timed out", "taken by dequeue: lapsed too")
+        // A waiting consumer is woken by the hint from another thread.
+        let woken = DispatchSemaphore(value: 0)
+        let seen = Mutex("")
+        Thread.detachNewThread {
+            seen.withLock { $0 = name(queue.next()) }
+            woken.signal()
+        }
+        queue.hint()
+        #expect(woken.wait(timeout: .now() + 10) == .success)
+        #expect(seen.withLock { $0 } == "hinted")
+        queue.close()
+        #expect(name(queue.next()) == "closed")
+    }
+
     @Test func refusesWhenFullAndKeepsWhatItHas() throws {
         let queue = JobQueue<Item>(capacity: 2)
         try queue.enqueue(.payment(1))

@@ -178,6 +178,53 @@ struct PlayerTests {
         #expect(player.status().state == .idle)
     }
 
+    /// While a job is being journaled (the queue's hint), the idle player opens the device, so that the job's
+    /// first sample follows the commit without the open; the job then plays on that open device, lead-in first.
+    @Test func theDeviceOpensWhileAJobIsJournaled() throws {
+        let sink = RecordingSink()
+        var settings = PlayerTests.gapless
+        settings.leadInMs = 10
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        queue.hint()
+        #expect(waitUntil { sink.status.isOpen }, "not opened at the hint: \(sink.calls)")
+        #expect(sink.samples.isEmpty && player.status().state == .idle, "nothing written before the job")
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        let results = events.waitFor(1)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.spoken])
+        #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 1, "opened once: \(sink.calls)")
+        let expected = try pack.render(Fixtures.job(1, "1", pack: pack).announcement, leadInMs: 10)
+        #expect(sink.samples == expected + tail(sink), "the lead-in still comes first on a device opened ahead")
+    }
+
+    /// A hint whose job never comes (the journal refused it) leaves the device open only `openAheadMs`; kept open,
+    /// it stays open as always.
+    @Test(arguments: [false, true])
+    func aDeviceOpenedForAJobThatNeverCameIsReleased(keepOpen: Bool) throws {
+        let sink = RecordingSink()
+        var settings = PlayerTests.gapless
+        settings.openAheadMs = 20
+        settings.keepOpen = keepOpen
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        queue.hint()
+        if keepOpen {
+            #expect(waitUntil { sink.status.isOpen })
+            queue.hint()  // open already: nothing to do
+        } else {
+            #expect(waitUntil { sink.calls.contains("close") }, "not released: \(sink.calls)")
+            #expect(sink.calls.filter { $0.hasPrefix("open") }.count == 1 && !sink.status.isOpen)
+        }
+        // Then a job plays as ever.
+        try queue.enqueue(Fixtures.job(1, "1", pack: pack))
+        #expect(events.waitFor(1).map(\.state) == [.spoken])
+        queue.close()
+        player.join()
+        #expect(sink.calls.filter { $0.hasPrefix("open") }.count == (keepOpen ? 1 : 2), "\(sink.calls)")
+    }
+
     @Test func leadInOnlyBeforeTheFirstJobOfABurst() throws {
         let sink = RecordingSink()
         var settings = PlayerTests.gapless

@@ -64,6 +64,8 @@ public final class JobQueue<Element: Schedulable>: Sendable {
         /// Taken by the consumer and not released yet: id → a cancel was asked for it.
         var inFlight: [UInt64: Bool] = [:]
         var closed = false
+        /// ``hint()`` was called and no element was taken since.
+        var hinted = false
         var capacity: Int
         var discardHandler: (@Sendable (Element, Discard) -> Void)?
 
@@ -146,6 +148,47 @@ public final class JobQueue<Element: Schedulable>: Sendable {
     /// Takes the next element to play if there is one, without waiting (held in flight until `release`).
     public func tryDequeue() -> Element? {
         dequeue(until: 0)
+    }
+
+    /// What ``next(until:)`` waited for.
+    public enum Arrival {
+        /// The next element, in flight until `release`.
+        case element(Element)
+        /// ``hint()`` was called: an element is on its way.
+        case hinted
+        /// `deadline` passed first.
+        case timedOut
+        /// The queue is closed and empty.
+        case closed
+    }
+
+    /// Says that an element is about to be enqueued (it is being written to the journal), so that a consumer
+    /// waiting in ``next(until:)`` can get ready for it meanwhile. The hint lapses when an element is taken.
+    public func hint() {
+        state.withLock { $0.hinted = true }
+        state.signal()
+    }
+
+    /// ``dequeue(until:)`` that also returns at a ``hint()``.
+    public func next(until deadline: UInt64? = nil) -> Arrival {
+        while true {
+            let (arrival, expired, handler) = state.withLock(
+                when: { !$0.isEmpty || $0.closed || $0.hinted }, until: deadline
+            ) { state -> (Arrival?, Element?, (@Sendable (Element, Discard) -> Void)?) in
+                if !state.isEmpty {
+                    let (element, expired) = Self.takeNext(&state)
+                    return (element.map(Arrival.element), expired, state.discardHandler)
+                }
+                if state.closed { return (.closed, nil, nil) }
+                if state.hinted {
+                    state.hinted = false
+                    return (.hinted, nil, nil)
+                }
+                return (.timedOut, nil, nil)
+            }
+            if let expired { handler?(expired, .expired) }
+            if let arrival { return arrival }
+        }
     }
 
     /// The consumer is done with an element it took (played, failed, cancelled, or given back at shutdown).
@@ -268,6 +311,7 @@ public final class JobQueue<Element: Schedulable>: Sendable {
             return (nil, element)
         }
         state.inFlight[element.id] = false
+        state.hinted = false
         return (element, nil)
     }
 }

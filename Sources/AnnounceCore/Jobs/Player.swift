@@ -44,6 +44,9 @@ public final class Player: @unchecked Sendable {
         public var pauseMs = 500
         /// Keep the PCM open between bursts (lowest latency) instead of releasing the device.
         public var keepOpen = false
+        /// How long the device, opened while a job is being journaled (``JobQueue/hint()``), waits for that job
+        /// before it is released again: the job was refused after all (the journal failed), or a cancel took it.
+        public var openAheadMs = 2000
         /// Retry and give-up times for a failing device.
         public var recovery = RecoverySettings()
         /// CPU priority (nice value) the audio thread asks for, so that a busy CPU does not hold it up long
@@ -293,8 +296,34 @@ public final class Player: @unchecked Sendable {
         if isAborted { return nil }
         if !replay.isEmpty { return replay.removeFirst() }
         shared.withLock { $0.busy = false }
-        guard let job = queue.dequeue() else { return nil }
-        return started(job)
+        var openedAhead: UInt64?
+        while true {
+            switch queue.next(until: openedAhead) {
+            case let .element(job):
+                return started(job)
+            case .hinted:
+                // A job is being journaled: open the device meanwhile (a sound server's connection, a card's
+                // set-up), so that its first sample follows the commit at once.
+                if openAhead() { openedAhead = Monotonic.nanos + UInt64(settings.openAheadMs) * 1_000_000 }
+            case .timedOut:
+                if !settings.keepOpen { sink.close() }
+                openedAhead = nil
+            case .closed:
+                return nil
+            }
+        }
+    }
+
+    /// Opens the device for the job on its way, unless it is open; false if it is, or cannot be opened (the job
+    /// then opens it itself, and meets the failure with the job in hand).
+    private func openAhead() -> Bool {
+        guard !sink.status.isOpen else { return false }
+        do {
+            try sink.open(sampleRate: pack.withLock { $0.sampleRate })
+            return true
+        } catch {
+            return false
+        }
     }
 
     private func started(_ job: Job) -> Job {
