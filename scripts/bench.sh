@@ -429,35 +429,33 @@ if want arm64; then
     echo
     ctl_missing=$($count "$sysroot" "$work/arm64/announce-ctl" say --socket "$work/missing.sock" 1 2>/dev/null || true)
     ctl_words=$($count "$sysroot" "$work/arm64/announce-ctl" words 123.45 2>/dev/null)
+    # The daemon under the counter (slow: every block it runs is logged), marked once it answers: sets counter
+    # and started (instructions from exec to ready). Output in $work/NAME, the counter's marks in $work/NAME-err.
+    counted_daemon() {
+        $count "$sysroot" "$work/arm64/announced" --socket "$work/arm64.sock" --state-dir "$work/arm64-state" \
+            --voices "$PWD/out/voices" --device null > "$work/$1" 2> "$work/$1-err" &
+        counter=$!
+        pids+=("$counter")
+        until "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null 2>&1; do sleep 0.1; done
+        kill -USR1 "$counter"
+        until grep -q '^mark' "$work/$1-err"; do sleep 0.1; done
+        started=$(grep '^mark' "$work/$1-err" | tail -1 | cut -d' ' -f2)
+    }
     # A first start alone (it prepares the packs into arm64-state/prepared), then the counted run: a later start.
-    $count "$sysroot" "$work/arm64/announced" --socket "$work/arm64.sock" --state-dir "$work/arm64-state" \
-        --voices "$PWD/out/voices" --device null > "$work/arm64-first" 2> "$work/arm64-first-err" &
-    counter=$!
-    pids+=("$counter")
-    until "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null 2>&1; do sleep 0.1; done
-    kill -USR1 "$counter"
-    until grep -q '^mark' "$work/arm64-first-err"; do sleep 0.1; done
-    first_started=$(grep '^mark' "$work/arm64-first-err" | tail -1 | cut -d' ' -f2)
+    counted_daemon arm64-first
+    first_started=$started
     kill -TERM "$counter"
     wait "$counter" 2>/dev/null || true
-    # The daemon under the counter (slow: every block it runs is logged), marks around its announcements.
-    $count "$sysroot" "$work/arm64/announced" --socket "$work/arm64.sock" --state-dir "$work/arm64-state" \
-        --voices "$PWD/out/voices" --device null > "$work/arm64-count" 2> "$work/arm64-err" &
-    counter=$!
-    pids+=("$counter")
-    until "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null 2>&1; do sleep 0.1; done
-    kill -USR1 "$counter"
-    until grep -q '^mark' "$work/arm64-err"; do sleep 0.1; done
-    started=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    counted_daemon arm64-count
     "$bin/announce-ctl" say --wait --socket "$work/arm64.sock" 1.00 >/dev/null  # first-use costs, not counted
     kill -USR1 "$counter"
-    until (($(grep -c '^mark' "$work/arm64-err") >= 2)); do sleep 0.1; done
-    before=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    until (($(grep -c '^mark' "$work/arm64-count-err") >= 2)); do sleep 0.1; done
+    before=$(grep '^mark' "$work/arm64-count-err" | tail -1 | cut -d' ' -f2)
     arm64_jobs=5
     for i in $(seq "$arm64_jobs"); do "$bin/announce-ctl" say --wait --socket "$work/arm64.sock" "12$i.45" >/dev/null; done
     kill -USR1 "$counter"
-    until (($(grep -c '^mark' "$work/arm64-err") >= 3)); do sleep 0.1; done
-    after=$(grep '^mark' "$work/arm64-err" | tail -1 | cut -d' ' -f2)
+    until (($(grep -c '^mark' "$work/arm64-count-err") >= 3)); do sleep 0.1; done
+    after=$(grep '^mark' "$work/arm64-count-err" | tail -1 | cut -d' ' -f2)
     "$bin/announce-ctl" ping --socket "$work/arm64.sock" >/dev/null
     kill -TERM "$counter"  # it stops the daemon and prints the count of everything
     wait "$counter" 2>/dev/null || true

@@ -1,5 +1,10 @@
 import AnnounceCore
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,21 +46,18 @@ public enum PreparedClips {
         hasher.combine(UInt64(outputRate))
         hasher.combine(limits.bitPattern)
         manifest.withUnsafeBytes { hasher.combine(bytes: $0) }
-        var buffer = [UInt8](repeating: 0, count: 65536)
         for file in files {
             Array(file.utf8).withUnsafeBytes { hasher.combine(bytes: $0) }
             guard let descriptor = try? PackFile.open(file, in: directory) else { return nil }
             defer { close(descriptor) }
-            var size: UInt64 = 0
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count >= 0 else { return nil }
-                if count == 0 { break }
-                buffer.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-                size += UInt64(count)
+            var size = 0
+            let failure = WholeFile.chunks(descriptor) { chunk in
+                hasher.combine(bytes: chunk)
+                size += chunk.count
+                return true
             }
-            hasher.combine(size)
+            guard failure == nil else { return nil }
+            hasher.combine(UInt64(size))
         }
         return hasher.finish()
     }
@@ -104,10 +106,10 @@ public enum PreparedClips {
         // Into the page cache now, while the daemon starts, rather than from flash under the first announcement.
         // Only the pages of the clips being spoken come into the daemon's own memory.
         _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_WILLNEED)
-        let memory = ClipSamples.Memory(mapping: UnsafeRawPointer(address), byteCount: size)
+        let mapping = ClipSamples.Mapping(base: UnsafeRawPointer(address), byteCount: size)
         var clips: [String: ClipSamples] = [:]
         for entry in entries {
-            clips[entry.name] = ClipSamples(memory: memory, offset: entry.offset, count: entry.samples)
+            clips[entry.name] = ClipSamples(mapping: mapping, offset: entry.offset, count: entry.samples)
         }
         return clips
     }
@@ -166,12 +168,9 @@ public enum PreparedClips {
     /// a power cut. The daemon calls this once a whole library has loaded; a file still mapped by a library being
     /// replaced stays readable until it is unmapped.
     public static func prune(_ directory: String, keep: Set<String>) {
-        guard let folder = opendir(directory) else { return }
-        defer { closedir(folder) }
         var removed = false
-        while let entry = readdir(folder) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard name.hasSuffix(suffix) || name.hasSuffix(suffix + ".tmp") else { continue }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        where name.hasSuffix(suffix) || name.hasSuffix(suffix + ".tmp") {
             let path = Path.join(directory, name)
             if !keep.contains(path) && unlink(path) == 0 { removed = true }
         }

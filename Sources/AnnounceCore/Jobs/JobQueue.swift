@@ -131,18 +131,8 @@ public final class JobQueue<Element: Schedulable>: Sendable {
     /// Returns nil once the queue is closed and empty (or closed with `closeNow`), or when `deadline`
     /// (monotonic nanoseconds) passes.
     public func dequeue(until deadline: UInt64? = nil) -> Element? {
-        while true {
-            let (element, expired, handler, done) = state.withLock(
-                when: { !$0.isEmpty || $0.closed }, until: deadline
-            ) { state -> (Element?, Element?, (@Sendable (Element, Discard) -> Void)?, Bool) in
-                guard !state.isEmpty else { return (nil, nil, nil, true) }
-                let (element, expired) = Self.takeNext(&state)
-                return (element, expired, state.discardHandler, false)
-            }
-            if done { return nil }
-            if let element { return element }
-            if let expired { handler?(expired, .expired) }
-        }
+        if case let .element(element) = take(until: deadline, wakingAtHint: false) { return element }
+        return nil
     }
 
     /// Takes the next element to play if there is one, without waiting (held in flight until `release`).
@@ -171,16 +161,20 @@ public final class JobQueue<Element: Schedulable>: Sendable {
 
     /// ``dequeue(until:)`` that also returns at a ``hint()``.
     public func next(until deadline: UInt64? = nil) -> Arrival {
+        take(until: deadline, wakingAtHint: true)
+    }
+
+    private func take(until deadline: UInt64?, wakingAtHint: Bool) -> Arrival {
         while true {
             let (arrival, expired, handler) = state.withLock(
-                when: { !$0.isEmpty || $0.closed || $0.hinted }, until: deadline
+                when: { !$0.isEmpty || $0.closed || (wakingAtHint && $0.hinted) }, until: deadline
             ) { state -> (Arrival?, Element?, (@Sendable (Element, Discard) -> Void)?) in
                 if !state.isEmpty {
                     let (element, expired) = Self.takeNext(&state)
                     return (element.map(Arrival.element), expired, state.discardHandler)
                 }
                 if state.closed { return (.closed, nil, nil) }
-                if state.hinted {
+                if wakingAtHint && state.hinted {
                     state.hinted = false
                     return (.hinted, nil, nil)
                 }

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,13 +26,13 @@ public enum DurableFile {
     }
 
     /// Writes `bytes` to `path` (mode `mode`, less the umask). The temporary file is `path` + ".tmp"; it is removed
-    /// when anything fails. A missing folder is made first.
+    /// when anything fails. A missing folder is made.
     public static func replace(_ path: String, with bytes: [UInt8], mode: mode_t = 0o600) throws(Failure) {
         let directory = Path.directory(of: path)
         let temporary = path + ".tmp"
         var fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         if fd < 0 && errno == ENOENT {
-            makeDirectory(directory)
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         }
         guard fd >= 0 else { throw Failure("create", temporary) }
@@ -66,14 +71,5 @@ public enum DurableFile {
         guard fd >= 0 else { throw Failure("open", path) }
         defer { close(fd) }
         guard fsync(fd) == 0 else { throw Failure("fsync", path) }
-    }
-
-    /// Makes `directory` and any missing parent (mode 0750, less the umask); errors show at the next open.
-    public static func makeDirectory(_ directory: String) {
-        var path = directory.hasPrefix("/") ? "" : "."
-        for part in directory.split(separator: "/") {
-            path += "/" + part
-            mkdir(path, 0o750)
-        }
     }
 }

@@ -173,16 +173,25 @@ public enum WholeFile {
     /// more than `limit` bytes (the caller sees `bytes.count > limit`).
     public static func drain(_ descriptor: Int32, limit: Int = .max) -> (bytes: [UInt8], errno: Int32?) {
         var bytes: [UInt8] = []
+        let failure = chunks(descriptor) { chunk in
+            bytes += chunk
+            return bytes.count <= limit
+        }
+        return (bytes, failure)
+    }
+
+    /// Reads `descriptor` to its end, 64 KiB at a time, handing each chunk to `body` (which returns false to stop
+    /// early); the errno of a read that failed, else nil.
+    public static func chunks(_ descriptor: Int32, _ body: (UnsafeRawBufferPointer) -> Bool) -> Int32? {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                return (bytes, errno)
+                return errno
             }
-            if count == 0 { return (bytes, nil) }
-            bytes += chunk[..<count]
-            if bytes.count > limit { return (bytes, nil) }
+            if count == 0 { return nil }
+            guard chunk.withUnsafeBytes({ body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }) else { return nil }
         }
     }
 }
