@@ -105,16 +105,18 @@ for sanitizer in ${ANNOUNCE_SANITIZERS-address thread}; do
     stage "building with --sanitize=$sanitizer"
     bounded 25 swift build -c debug --build-tests "${flags[@]}"
     stage "tests under --sanitize=$sanitizer"
-    # Leak checking is off: the Swift runtime's and Foundation's process-lifetime caches read as leaks.
+    # Leak checking is off: the Swift runtime's and Foundation's process-lifetime caches read as leaks. Swift's
+    # own crash backtracer is off too: the sanitizer prints the report, and a backtracer symbolising a sanitized
+    # daemon for minutes keeps that daemon, and its socket, alive meanwhile.
     scripts/program-links.sh "$(swift build -c debug "${flags[@]}" --show-bin-path)"
     ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt" \
-        ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
+        ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no \
         bounded 15 swift test --skip-build "${flags[@]}" --filter "$tests" || failed
     if [[ "$sanitizer" == address ]]; then
         stage "the playback path on the sound rig under --sanitize=address (one at a time)"
         ANNOUNCE_BIN_DIR=$(swift build -c debug "${flags[@]}" --show-bin-path) \
-            ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" \
+            ASAN_OPTIONS="detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no \
             bounded 20 swift test --skip-build "${flags[@]}" --no-parallel \
             --filter '^AnnounceALSATests\.|^IntegrationTests\.DaemonIntegration/EndToEndTests/' || failed
     fi

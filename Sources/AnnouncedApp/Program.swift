@@ -2,7 +2,6 @@ import AnnounceCommandLine
 import AnnounceCore
 import ArgumentParser
 import CLazyLibraries
-import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +27,11 @@ public enum AnnouncedProgram {
             }
             exit(0)
         }
-        dispatchMain()
+        // The main thread parks here until the task exits the process. Not dispatchMain(): nothing of the daemon
+        // runs on the main queue, and dispatchMain ends the main thread (pthread_exit), after which libdispatch
+        // runs its signal thread on that thread's unwound stack; AddressSanitizer then reads the stale shadow of
+        // the frames the exit skipped, and a SIGTERM became a false stack-buffer-overflow report.
+        while true { pause() }
     }
 
     /// The C libraries the daemon calls are loaded on first use (CLazyLibraries); the daemon loads those a
