@@ -43,7 +43,10 @@ extension DaemonIntegration {
                             try await daemon.waitUntilIdle()
                             // What the last kill cut off is spoken; then the volume is the owner's again.
                             volumesAfter.append(try await rig.mixer().raw)
-                            guard index < rounds else { return }
+                            guard index < rounds else {
+                                #expect(try await daemon.stop() == 0, "the last daemon stops cleanly")
+                                return
+                            }
                             let reply = try await daemon.reply(
                                 Request(op: "say", amount: amounts[index], order: "K-\(index)"))
                             if reply.ok { accepted.insert(index) }

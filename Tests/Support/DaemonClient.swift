@@ -291,8 +291,17 @@ public final class DaemonSet: @unchecked Sendable {
         return daemon
     }
 
-    func stopAll() async {
-        for daemon in daemons { _ = try? await daemon.stop() }
+    /// Stops every daemon still running; each must exit 0, as SIGTERM promises (after all are stopped, the
+    /// first that did not is thrown).
+    func stopAll() async throws {
+        var failure: HarnessError?
+        for daemon in daemons where daemon.isRunning {
+            let status = try await daemon.stop()
+            if status != 0, failure == nil {
+                failure = HarnessError("announced exited with \(status) on SIGTERM:\n\(daemon.log)")
+            }
+        }
+        if let failure { throw failure }
     }
 }
 
@@ -303,10 +312,10 @@ public func withDaemonSet<T>(_ body: (DaemonSet, String) async throws -> T) asyn
     defer { try? FileManager.default.removeItem(atPath: directory) }
     do {
         let result = try await body(set, directory)
-        await set.stopAll()
+        try await set.stopAll()
         return result
     } catch {
-        await set.stopAll()
+        try? await set.stopAll()
         throw error
     }
 }

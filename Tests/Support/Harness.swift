@@ -236,21 +236,35 @@ public final class DaemonProcess: Sendable {
             environment: .inherit.updating(overrides))
         let (pid, exitTask) = try await BackgroundProcess.launch(configuration, logFile: logFile, name: "announced")
         let daemon = DaemonProcess(socket: socket, directory: directory, logFile: logFile, pid: pid, exit: exitTask)
-        try await daemon.waitUntilReady()
+        // Under a launcher the socket is the launcher's, made before it runs announced: not checked.
+        try await daemon.waitUntilReady(checkingListener: launcher.isEmpty)
         return daemon
     }
 
-    private func waitUntilReady() async throws {
+    /// Waits until the daemon answers `status`. `checkingListener`: the process answering must be this one, not a
+    /// daemon an earlier step of the test left running on the same socket (which would answer for it).
+    private func waitUntilReady(checkingListener: Bool) async throws {
         let ready = try await eventually(timeout: .seconds(20), every: .milliseconds(50)) {
-            if Glibc.kill(pid, 0) != 0 { throw HarnessError("announced exited early:\n\(log)") }
-            guard let client = try? Client(path: socket) else { return false }
-            return (try? client.send(Request(op: "ping")))?.first?.ok == true
+            if !isRunning { throw HarnessError("announced exited early:\n\(log)") }
+            // A bounded read: a socket held by a process that does not answer (a crashed daemon under a
+            // backtracer) must fail this wait, not block it.
+            guard let client = try? Client(path: socket, timeout: 2),
+                let status = (try? client.send(Request(op: "status")))?.first?.status
+            else { return false }
+            if checkingListener, status.pid != pid {
+                throw HarnessError("another announced (pid \(status.pid)) answers on \(socket), not this one (\(pid))")
+            }
+            return true
         }
         if ready { return }
         throw HarnessError("announced did not answer within 20 s:\n\(log)")
     }
 
     public var processID: Int32 { pid }
+
+
+    /// Whether the process is still there (it has not exited, or been stopped, and been reaped).
+    public var isRunning: Bool { Glibc.kill(pid, 0) == 0 }
 
     public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
@@ -285,7 +299,12 @@ public func withDaemon<T>(
     defer { if directory == nil { try? FileManager.default.removeItem(atPath: daemon.directory) } }
     do {
         let result = try await body(daemon)
-        _ = try? await daemon.stop()
+        // A daemon the test left running must stop as SIGTERM promises: exit 0. A crash on the way out (a
+        // sanitizer's report) fails the test that ran it, instead of going unseen.
+        if daemon.isRunning {
+            let status = try await daemon.stop()
+            if status != 0 { throw HarnessError("announced exited with \(status) on SIGTERM:\n\(daemon.log)") }
+        }
         return result
     } catch {
         _ = try? await daemon.stop()
