@@ -56,8 +56,8 @@ public final class Journal: Sendable {
         guard lockDescriptor >= 0 else {
             throw AnnounceError(.journal, "cannot open \(path).lock", cause: String(cString: strerror(errno)))
         }
-        guard flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = String(cString: strerror(errno))
+        if let error = Self.lock(lockDescriptor) {
+            let reason = String(cString: strerror(error))
             close(lockDescriptor)
             throw AnnounceError(
                 .journal, "the journal \(path) is in use by another announced (one daemon per state folder)",
@@ -78,6 +78,22 @@ public final class Journal: Sendable {
             throw AnnounceError(.journal, "cannot open the journal \(path)", cause: "\(error)")
         }
         _ = ensureReserve()
+    }
+
+    /// How long opening waits for another holder of the journal's lock to let go, milliseconds.
+    static let lockWaitMs = 1_000
+
+    /// Takes the exclusive lock on `descriptor`; nil, or the errno of the last attempt. A holder that lets go within
+    /// `waitMs` is waited for: a daemon still on its way out, or a child this process forked, which shares the
+    /// open file (and so the lock) until its exec closes it. A daemon that keeps the lock is refused.
+    static func lock(_ descriptor: Int32, waitMs: Int = lockWaitMs) -> Int32? {
+        let deadline = ContinuousClock.now + .milliseconds(waitMs)
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let error = errno
+            guard error == EWOULDBLOCK || error == EINTR, ContinuousClock.now < deadline else { return error }
+            usleep(10_000)
+        }
+        return nil
     }
 
     deinit {

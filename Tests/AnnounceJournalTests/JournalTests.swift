@@ -346,6 +346,23 @@ struct JournalTests {
         #expect(try movedAside().isEmpty && first.recoveredFromCorruption == nil)
     }
 
+    /// A lock let go of within the wait is waited for, not refused: a daemon on its way out, or a child forked by
+    /// this process (a test's, a daemon's), which shares the open lock file until its exec closes it.
+    @Test func aLockLetGoOfWithinTheWaitIsTaken() throws {
+        defer { cleanUp() }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let holder = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let waiter = open(path + ".lock", O_RDWR | O_CLOEXEC)
+        defer { close(waiter) }
+        #expect(holder >= 0 && waiter >= 0 && flock(holder, LOCK_EX | LOCK_NB) == 0)
+        #expect(Journal.lock(waiter, waitMs: 0) == EWOULDBLOCK, "held: refused at once without a wait")
+        SystemThread.detach {
+            usleep(100_000)
+            close(holder)
+        }
+        #expect(Journal.lock(waiter, waitMs: 60_000) == nil, "let go of: taken")
+    }
+
     @Test func oneDaemonPerJournal() throws {
         defer { cleanUp() }
         let first = try Journal(path: path)
