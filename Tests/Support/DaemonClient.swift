@@ -291,15 +291,12 @@ public final class DaemonSet: @unchecked Sendable {
         return daemon
     }
 
-    /// Stops every daemon still running; each must exit 0, as SIGTERM promises (after all are stopped, the
-    /// first that did not is thrown).
+    /// Stops every daemon still running (``DaemonProcess/stopCleanly()``); once all are stopped, throws the first
+    /// that did not exit 0.
     func stopAll() async throws {
-        var failure: HarnessError?
-        for daemon in daemons where daemon.isRunning {
-            let status = try await daemon.stop()
-            if status != 0, failure == nil {
-                failure = HarnessError("announced exited with \(status) on SIGTERM:\n\(daemon.log)")
-            }
+        var failure: (any Error)?
+        for daemon in daemons {
+            do { try await daemon.stopCleanly() } catch { failure = failure ?? error }
         }
         if let failure { throw failure }
     }

@@ -262,7 +262,6 @@ public final class DaemonProcess: Sendable {
 
     public var processID: Int32 { pid }
 
-
     /// Whether the process is still there (it has not exited, or been stopped, and been reaped).
     public var isRunning: Bool { Glibc.kill(pid, 0) == 0 }
 
@@ -276,6 +275,14 @@ public final class DaemonProcess: Sendable {
     /// Waits for the daemon to exit by itself (after a signal sent with `signal(_:)`); returns its status.
     public func waitForExit() async throws -> Int32 {
         try await exit.value
+    }
+
+    /// Stops the daemon, if it is still running, with SIGTERM and requires what SIGTERM promises: exit 0. A crash
+    /// on the way out (a sanitizer's report) fails the test that ran it, instead of going unseen.
+    public func stopCleanly() async throws {
+        guard isRunning else { return }
+        let status = try await stop()
+        if status != 0 { throw HarnessError("announced exited with \(status) on SIGTERM:\n\(log)") }
     }
 
     /// Sends `signal` and returns the exit status (128 + signal if it died of it).
@@ -299,12 +306,7 @@ public func withDaemon<T>(
     defer { if directory == nil { try? FileManager.default.removeItem(atPath: daemon.directory) } }
     do {
         let result = try await body(daemon)
-        // A daemon the test left running must stop as SIGTERM promises: exit 0. A crash on the way out (a
-        // sanitizer's report) fails the test that ran it, instead of going unseen.
-        if daemon.isRunning {
-            let status = try await daemon.stop()
-            if status != 0 { throw HarnessError("announced exited with \(status) on SIGTERM:\n\(daemon.log)") }
-        }
+        try await daemon.stopCleanly()
         return result
     } catch {
         _ = try? await daemon.stop()
