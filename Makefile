@@ -1,9 +1,11 @@
 # Build and install the payment announcer (FHS layout; see docs/deployment.md).
 #
 #   make                          build the release executable (swift build -c release --static-swift-stdlib):
-#                                 announce, the one executable of announced, announce-ctl and announce-push
+#                                 announce, the one executable of announced, announce-ctl and announce-push;
+#                                 and its man pages and shell completions (scripts/manuals.sh)
 #   make install                  install into DESTDIR (default /) under PREFIX (default /usr): the executable
-#                                 as built (with its debug information, for dh_strip), the three names as links
+#                                 as built (with its debug information, for dh_strip), the three names as links,
+#                                 the man pages and completions, units, voice packs, examples
 #   make install-strip            the same, stripped, its debug information in DEBUGDIR/.build-id/ (gdb finds it)
 #   make install DESTDIR=/tmp/stage BUILD_DIR=.build-vm/release
 #   make check-units              systemd-analyze verify + security of the installed units (staged)
@@ -34,8 +36,8 @@ SWIFT ?= swift
 # that need not load and bind ~20 Swift shared libraries starts in about 40 % less time — which every
 # `announce-ctl say` pays (docs/benchmarks.md). SWIFT_FLAGS="-c release" builds against the toolchain's libraries.
 #
-# Without full Foundation: no module links it or its ICU (46 MB), yet swift-crypto 3 and TOMLKit import Foundation,
-# so their objects ask the linker for libFoundation.a, libCoreFoundation.a, lib_FoundationICU.a and
+# Without full Foundation: no module links it or its ICU (46 MB), yet TOMLKit imports Foundation,
+# so its objects ask the linker for libFoundation.a, libCoreFoundation.a, lib_FoundationICU.a and
 # libFoundationInternationalization.a; the driver always lists libFoundation.a before libFoundationEssentials.a,
 # and a generic specialisation that both define (79 of them) is then taken from libFoundation.a, which brings the
 # rest. These flags keep those four libraries off the link; if anything ever needs full Foundation, the link
@@ -55,14 +57,11 @@ STATIC_CXX_DIR ?= $(BUILD_DIR)-static-libstdc++
 STATIC_CXX_LINK_DIR ?= $(abspath $(STATIC_CXX_DIR))
 # Where the executable to install is (the output of `make`, or another build such as the VM's static one).
 BUILD_DIR ?= .build/release
-# Code layout: every function in a section of its own, and the 9,000 functions the programs run (the daemon's
-# start, a payment, each command: scripts/hot-symbols.txt, written by scripts/hot-symbols.sh) put side by side at
-# the head of .text. The kernel maps an executable 64 kB around each page it runs; scattered over 17 MB, those
-# functions kept 17 MB of it resident in the idle daemon, packed 12.5 (docs/benchmarks.md, "memory"). Names the
-# list has and the build does not are passed over. HOT_SYMBOLS: the list's path as the linker sees it.
-HOT_SYMBOLS ?= $(abspath scripts/hot-symbols.txt)
-LAYOUT_FLAGS ?= -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcxx -ffunction-sections \
-    -Xlinker --symbol-ordering-file=$(HOT_SYMBOLS) -Xlinker --no-warn-symbol-ordering
+# Every function in a section of its own, so that the linker drops the dead ones (the arm64 package: 22,571 →
+# 22,045 KiB). (A checked-in list of the functions the programs run, which ordered them at the head of .text for a
+# smaller idle RSS, is gone: a generated profile a maintainer had to keep alive by hand, for a figure that is
+# clean file pages, not a budget. docs/benchmarks.md, "Code layout".)
+SECTION_FLAGS ?= -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcxx -ffunction-sections
 # One executable; the programs are links to it, and it runs the one it is called by (Sources/announce).
 EXECUTABLE := announce
 PROGRAMS := announced announce-ctl announce-push
@@ -70,6 +69,12 @@ UNITS := systemd/announced.service systemd/announced.socket systemd/announce-pus
 SERVICES := announced.service announce-push.service
 # Default voice packs built by scripts/setup.sh.
 VOICES ?= out/voices
+# The man pages and bash/zsh/fish completions `make` writes from the executable's help, laid out as under
+# $(DATADIR) (what the packages carry: scripts/package.sh passes its own). Empty: none (make check-units).
+MANUALS ?= $(BUILD_DIR)-manuals
+MANUAL_FILES := man/man8/announced.8 man/man1/announce-ctl.1 man/man1/announce-push.1 man/man1/announce.1 \
+    $(foreach program,$(PROGRAMS),bash-completion/completions/$(program) zsh/vendor-completions/_$(program) \
+    fish/vendor_completions.d/$(program).fish)
 # Every example goes to $(DOCDIR)/examples; only the daemon's is also put in $(CONFDIR) (where absent). The push
 # listener's example holds placeholder keys: the operator writes /etc/announce/push.toml from it, and until
 # then announce-push.service is skipped (ConditionPathExists), not crash-looping on the placeholders.
@@ -80,25 +85,31 @@ ASOUND_EXAMPLE := docs/asound.conf
 KEYS_DROPIN := systemd/announced-keys.conf
 # The drop-in that lets announced serve its metrics over HTTP on loopback: also a choice, not installed live.
 METRICS_DROPIN := systemd/announced-metrics.conf
+# A terminal whose sound stack is PipeWire (docs/audio.md, "PipeWire"): system-wide units, its user, WirePlumber's
+# role-based ducking and announced's drop-in. Examples only, in examples/pipewire/ of the documentation.
+PIPEWIRE_EXAMPLES := $(wildcard examples/pipewire/*)
 DOCS := README.md docs/deployment.md docs/configuration.md docs/push.md
 INSTALL ?= install
 
-.PHONY: all build install install-strip uninstall check-units
+.PHONY: all build manuals install install-strip uninstall check-units
 
-all: build
+all: build manuals
 
 build:
+	@if [ "$(SWIFT)" = swift ]; then scripts/swift-check.sh; fi
 	scripts/build-info.sh
 	mkdir -p $(STATIC_CXX_DIR)
 	ln -sfn $(STATIC_CXX) $(STATIC_CXX_DIR)/libstdc++.a
-	# SwiftPM does not know the linker reads the list: a newer list means a new link.
-	if [ scripts/hot-symbols.txt -nt $(BUILD_DIR)/$(EXECUTABLE) ]; then rm -f $(BUILD_DIR)/$(EXECUTABLE); fi
-	$(SWIFT) build $(SWIFT_FLAGS) $(LAYOUT_FLAGS) -Xlinker -L$(STATIC_CXX_LINK_DIR) --product $(EXECUTABLE)
+	$(SWIFT) build $(SWIFT_FLAGS) $(SECTION_FLAGS) -Xlinker -L$(STATIC_CXX_LINK_DIR) --product $(EXECUTABLE)
 	scripts/program-links.sh $(BUILD_DIR)
+
+manuals:
+	scripts/manuals.sh $(BUILD_DIR)/$(EXECUTABLE) $(MANUALS)
 
 install:
 	@[ -x "$(BUILD_DIR)/$(EXECUTABLE)" ] || { echo "make install: $(BUILD_DIR)/$(EXECUTABLE) missing; run make first" >&2; exit 1; }
 	@[ -f "$(VOICES)/zh/manifest.json" ] || { echo "make install: no voice packs in $(VOICES); run scripts/setup.sh" >&2; exit 1; }
+	@[ -z "$(MANUALS)" ] || [ -f "$(MANUALS)/man/man8/announced.8" ] || { echo "make install: no man pages in $(MANUALS); run make first" >&2; exit 1; }
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 	    $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(CONFDIR)
 	$(INSTALL) -d -m 0750 $(DESTDIR)$(STATEDIR)
@@ -118,11 +129,16 @@ install:
 	        $(INSTALL) -D -m 0644 "$$pack/$$file" "$(DESTDIR)$(VOICEDIR)/$$name/$$file" || exit 1; \
 	    done; \
 	done
+	if [ -n "$(MANUALS)" ]; then \
+	    for file in $(MANUAL_FILES); do $(INSTALL) -D -m 0644 "$(MANUALS)/$$file" "$(DESTDIR)$(DATADIR)/$$file" || exit 1; done; \
+	fi
 	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 	# Examples; a config already in $(CONFDIR) is the operator's and is never overwritten.
 	for example in $(EXAMPLE_CONFIGS) $(ASOUND_EXAMPLE) $(KEYS_DROPIN) $(METRICS_DROPIN); do \
 	    $(INSTALL) -m 0644 "$$example" $(DESTDIR)$(DOCDIR)/examples/; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples/pipewire
+	for example in $(PIPEWIRE_EXAMPLES); do $(INSTALL) -m 0644 "$$example" $(DESTDIR)$(DOCDIR)/examples/pipewire/; done
 	for config in $(CONF_DEFAULTS); do \
 	    target=$(DESTDIR)$(CONFDIR)/$$(basename "$$config"); \
 	    [ -e "$$target" ] || $(INSTALL) -m 0644 "$$config" "$$target"; \
@@ -139,6 +155,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(EXECUTABLE) $(PROGRAMS))
 	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/announce.conf $(DESTDIR)$(TMPFILESDIR)/announce.conf
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/,$(MANUAL_FILES))
 	rm -rf $(DESTDIR)$(VOICEDIR) $(DESTDIR)$(DOCDIR)
 	@echo "kept $(CONFDIR) and $(STATEDIR) (configuration and journal)"
 
@@ -148,7 +165,7 @@ CHECK_ROOT ?= $(CURDIR)/.build-units
 check-units:
 	rm -rf $(CHECK_ROOT)
 	$(MAKE) --no-print-directory install PREFIX=$(CHECK_ROOT)/usr SYSCONFDIR=$(CHECK_ROOT)/etc \
-	    LOCALSTATEDIR=$(CHECK_ROOT)/var >/dev/null
+	    LOCALSTATEDIR=$(CHECK_ROOT)/var MANUALS= >/dev/null
 	systemd-analyze verify --man=no $(addprefix $(CHECK_ROOT)/usr/lib/systemd/system/,$(notdir $(UNITS)))
 	for service in $(SERVICES); do \
 	    systemd-analyze security --offline=yes --threshold=20 $(CHECK_ROOT)/usr/lib/systemd/system/$$service \

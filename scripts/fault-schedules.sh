@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:-1-100}"
-scripts/setup.sh >/dev/null
+scripts/setup.sh --tests >/dev/null
 swift build --build-tests >/dev/null
 mkdir -p out
 log=out/fault-schedules.log

@@ -38,7 +38,7 @@ case "$arch" in
 esac
 pkg_preflight
 if [[ "$arch" == arm64 ]] && ! command -v qemu-aarch64-static > /dev/null; then
-    pkg_die "missing qemu-aarch64-static, which runs the arm64 executable to write its man pages and completions (apt-get install qemu-user-static, or run scripts/setup.sh)"
+    pkg_die "missing qemu-aarch64-static, which runs the arm64 executable to write its man pages and completions (apt-get install qemu-user-static, or run scripts/setup.sh --tests)"
 fi
 [[ -f out/voices/zh/manifest.json && -f out/voices/en/manifest.json ]] \
     || pkg_die "no default voice packs in out/voices: run scripts/setup.sh (it builds them)"
@@ -61,7 +61,7 @@ if [[ "$arch" == arm64 ]]; then
     [[ -n "$cxx" ]] || pkg_die "no libstdc++.a in the arm64 sysroot $sysroot"
     make --no-print-directory build SWIFT="scripts/pkg/swift.sh arm64" BUILD_DIR="$scratch/$triple/release" \
         STATIC_CXX="/sysroot/$cxx" STATIC_CXX_DIR="$scratch/static-libstdc++" \
-        STATIC_CXX_LINK_DIR="/src/$scratch/static-libstdc++" HOT_SYMBOLS=/src/scripts/hot-symbols.txt \
+        STATIC_CXX_LINK_DIR="/src/$scratch/static-libstdc++" \
         SWIFT_FLAGS="-c release --static-swift-stdlib --scratch-path $scratch \$(WITHOUT_FULL_FOUNDATION)" \
         > "$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; pkg_die "the arm64 build failed (log: $work/build.log)"; }
     run() { qemu-aarch64-static -L "$sysroot" "$@"; }
@@ -92,85 +92,20 @@ fi
 if grep -q 'libstdc++' <<< "$needed"; then
     pkg_die "$executable loads libstdc++.so ($needed): it must be linked in (Makefile, STATIC_CXX)"
 fi
-# The functions the programs run packed at the head of .text (Makefile, LAYOUT_FLAGS): the idle daemon's memory.
-scripts/hot-symbols.sh --check "$executable" > "$work/layout.txt" 2>&1 \
-    || { cat "$work/layout.txt" >&2; pkg_die "the $arch executable lost its code layout"; }
-pkg_log "$(cat "$work/layout.txt")"
 machine=$(readelf -hW "$executable" | awk -F: '/Machine:/ { gsub(/^ +/, "", $2); print $2 }')
 pkg_log "$executable: $machine, glibc $glibc at most, needs $needed"
 run "$executable" announce-ctl --version > "$work/version.txt" \
     || pkg_die "the $arch executable does not run (under qemu for arm64)"
 pkg_log "runs: $(cat "$work/version.txt")"
 
-# 3. Man pages (swift-argument-parser's generate-manual, run on the executable itself: --experimental-dump-help)
-# and bash/zsh/fish completions (--generate-completion-script), under the names they are installed as.
+# 3. Man pages and bash/zsh/fish completions, written from the executable's own help (scripts/manuals.sh, as
+# `make` does; under qemu for arm64), laid out as under /usr/share: `make install MANUALS=…` installs them.
 generated="$work/generated"
-rm -rf "$generated"
-mkdir -p "$generated/usr/share/man/man1" "$generated/usr/share/man/man8" \
-    "$generated/usr/share/bash-completion/completions" "$generated/usr/share/zsh/vendor-completions" \
-    "$generated/usr/share/fish/vendor_completions.d"
-parser=$(ls -d "$scratch/checkouts/swift-argument-parser")
-swift build --package-path "$parser" --scratch-path .build-tools --product generate-manual -c release \
-    > "$work/generate-manual.log" 2>&1 || { tail -20 "$work/generate-manual.log" >&2; pkg_die "building generate-manual failed"; }
-generate_manual=$(swift build --package-path "$parser" --scratch-path .build-tools -c release --show-bin-path)/generate-manual
-# The manual's date: the release's (debian/changelog's first entry), so that a rebuild writes the same pages.
-date=$(date -u -d "$(sed -n 's/^ -- .*>  //p' debian/changelog | head -1)" +%F)
-for program in announced announce-ctl announce-push; do
-    section=1
-    [[ "$program" == announced ]] && section=8
-    # generate-manual runs the tool it is given; this one runs the program (under qemu for arm64). generate-manual
-    # drops every character that is not ASCII (到账, …): the help it reads has them spelled out as UNICODEhhhhX,
-    # and the page gets them back as groff's \[uhhhh].
-    wrapper="$work/tools/$program"
-    mkdir -p "$work/tools"
-    if [[ "$arch" == arm64 ]]; then
-        command=$(printf 'qemu-aarch64-static -L %q %q %s' "$sysroot" "$PWD/$executable" "$program")
-    else
-        command=$(printf '%q %s' "$PWD/$executable" "$program")
-    fi
-    printf '#!/bin/sh\n%s "$@" | perl -CS -pe '"'"'s/([^\\x00-\\x7f])/sprintf("UNICODE%%04XX", ord($1))/ge'"'"'\n' \
-        "$command" > "$wrapper"
-    chmod +x "$wrapper"
-    "$generate_manual" "$wrapper" --section "$section" --date "$date" \
-        --authors "announce maintainers<maintainers@users.noreply.a-seed-c2e9b086.example>" \
-        --output-directory "$generated/usr/share/man/man$section" \
-        || pkg_die "generate-manual failed for $program"
-    page="$generated/usr/share/man/man$section/$program.$section"
-    [[ -s "$page" ]] || pkg_die "generate-manual wrote no $program.$section"
-    # The help's discussion is plain text: its blank lines become paragraph breaks and its indented lines (tables
-    # of commands, exit statuses) literal blocks, instead of lines that man would run together.
-    awk '/^$/ { if (literal) { print ".Ed"; literal = 0 } print ".Pp"; next }
-         /^  / { if (!literal) { print ".Bd -literal -offset indent"; literal = 1 } print; next }
-         { if (literal) { print ".Ed"; literal = 0 } print }
-         END { if (literal) print ".Ed" }' "$page" | sed -E 's/UNICODE([0-9A-F]{4,6})X/\\[u\1]/g' > "$page.tmp"
-    mv "$page.tmp" "$page"
-    run "$executable" "$program" --generate-completion-script bash > "$generated/usr/share/bash-completion/completions/$program"
-    run "$executable" "$program" --generate-completion-script zsh > "$generated/usr/share/zsh/vendor-completions/_$program"
-    run "$executable" "$program" --generate-completion-script fish > "$generated/usr/share/fish/vendor_completions.d/$program.fish"
-done
-# The executable's own name: what it is, and where the programs' pages are.
-cat > "$generated/usr/share/man/man1/announce.1" << 'MAN'
-.TH ANNOUNCE 1
-.SH NAME
-announce \- the payment announcer's one executable
-.SH SYNOPSIS
-.B announce
-.I program
-.RI [ arguments ...]
-.SH DESCRIPTION
-.B announce
-holds the three programs of the payment announcer, like busybox: it runs the one its name says
-(the links
-.BR announced ,
-.B announce-ctl
-and
-.BR announce-push ),
-or the one named by its first argument.
-.SH SEE ALSO
-.BR announced (8),
-.BR announce-ctl (1),
-.BR announce-push (1)
-MAN
+runner=()
+[[ "$arch" == arm64 ]] && runner=(qemu-aarch64-static -L "$sysroot")
+ANNOUNCE_PARSER_CHECKOUT="$scratch/checkouts/swift-argument-parser" \
+    scripts/manuals.sh "$executable" "$generated" "${runner[@]}" > "$work/manuals.log" 2>&1 \
+    || { cat "$work/manuals.log" >&2; pkg_die "the man pages and completions could not be written"; }
 timing generated
 
 # 4. The packages: debian/ in a copy of what `make install` reads, built by dpkg-buildpackage in the chroot.

@@ -3,7 +3,7 @@
 # through real libasound and its "pulse" plugin, with the sink's monitor captured to see exactly what
 # was played. Two remap sinks on top, "music" and "announce", give separate streams with their own
 # volume (ALSA PCM and control pulse:music / pulse:announce) for ducking tests.
-# Facts and pitfalls: ../shared/RIGS.md and docs/testing.md.
+# How the tests use it, its facts and pitfalls: docs/testing.md.
 #
 #   scripts/rig.sh start DIR              start a rig whose state lives in DIR; writes DIR/env to source
 #   scripts/rig.sh stop DIR               stop it (and any capture)

@@ -61,13 +61,14 @@ public final class AlsaSink: AudioSink, @unchecked Sendable {
             status.format = parameters.format.rawValue
             status.periodFrames = parameters.periodFrames
             status.bufferFrames = parameters.bufferFrames
+            status.sharedRing = parameters.sharedRing
         }
         logger.debug(
             "ALSA PCM open",
             metadata: [
                 "device": "\(device)", "rate": "\(parameters.sampleRate)", "format": "\(parameters.format.rawValue)",
                 "channels": "\(parameters.channels)", "period": "\(parameters.periodFrames)",
-                "buffer": "\(parameters.bufferFrames)",
+                "buffer": "\(parameters.bufferFrames)", "shared_ring": "\(parameters.sharedRing)",
             ])
         pcm = opened
     }

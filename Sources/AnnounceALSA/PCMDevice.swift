@@ -9,6 +9,9 @@ public struct PCMParameters: Sendable, Equatable {
     public var format: SampleFormat
     public var periodFrames: Int
     public var bufferFrames: Int
+    /// Whether the PCM mixes into a ring that other clients share (dmix): while another one holds the card, what
+    /// this process wrote is still played after it dies (``PCMDevice/mixesIntoSharedRing(_:)``).
+    public var sharedRing = false
 
     /// Milliseconds of audio in `frames`, rounded up.
     func milliseconds(_ frames: Int) -> Int { (frames * 1000 + sampleRate - 1) / sampleRate }
@@ -154,7 +157,9 @@ final class PCMDevice {
         self.name = name
         self.handle = pcm
         self.wake = wake
-        self.parameters = negotiated
+        var parameters = negotiated
+        parameters.sharedRing = Self.mixesIntoSharedRing(pcm)
+        self.parameters = parameters
         self.descriptors = descriptors
         if negotiated.format == .s16 && negotiated.channels == 1 {
             scratch = nil
@@ -162,6 +167,27 @@ final class PCMDevice {
             scratch = UnsafeMutableRawPointer.allocate(
                 byteCount: negotiated.bufferFrames * negotiated.channels * negotiated.format.bytes,
                 alignment: MemoryLayout<Int32>.alignment)
+        }
+    }
+
+    /// Whether the PCM's chain ends in dmix ("Direct Stream Mixing PCM" in what `snd_pcm_dump` describes: the one
+    /// way alsa-lib tells what lies under a plug or softvol layer). dmix mixes each write into the card's ring at
+    /// once; the card stops with its last client, so a dead writer's samples play on only while another client —
+    /// a music player through the same dmix — holds it. A card written directly is stopped by the kernel when the
+    /// descriptor closes, and a sound server (an I/O plugin) drops a dead client's queue: neither plays on.
+    static func mixesIntoSharedRing(_ pcm: OpaquePointer) -> Bool {
+        var output: OpaquePointer?
+        guard snd_output_buffer_open(&output) == 0, let output else { return false }
+        defer { snd_output_close(output) }
+        guard snd_pcm_dump(pcm, output) == 0 else { return false }
+        var text: UnsafeMutablePointer<CChar>?
+        let length = snd_output_buffer_string(output, &text)
+        guard let text, length > 0 else { return false }
+        let dump = UnsafeRawBufferPointer(start: text, count: length)
+        let needle = Array("Direct Stream Mixing PCM".utf8)
+        guard dump.count >= needle.count else { return false }
+        return (0...(dump.count - needle.count)).contains { start in
+            needle.indices.allSatisfy { dump[start + $0] == needle[$0] }
         }
     }
 
@@ -350,8 +376,24 @@ final class PCMDevice {
     /// wake-up, and as soon as the point `mark` gives (the frames written after it) has been played.
     func waitUntilPlayed(mark: () -> Int?, interrupt: (Int) -> Bool) throws(AlsaError) -> Bool {
         var progress = PlayProgress(parameters)
+        // Once the device has taken all that was written (its ring empty), what the delay still counts is the
+        // latency behind the ring — a sound server's graph and its device — which plays out in real time. ALSA's
+        // pipewire plugin reports that latency afresh at every graph cycle while the stream runs, so it never falls
+        // to 0 (the VM's PipeWire, with the 2048 frames of headroom Debian's WirePlumber gives a device in a VM,
+        // stayed at about 3,540 frames, and every announcement was taken for stuck and played again from its start):
+        // from then on the delay counts down in real time from what it was.
+        var emptied: (nanos: UInt64, frames: Int)?
         while true {
-            let delay = try pendingFrames()
+            var delay = try pendingFrames()
+            if delay > 0 {
+                if emptied == nil, snd_pcm_avail(handle) >= parameters.bufferFrames {
+                    emptied = (Monotonic.nanos, delay)
+                }
+                if let emptied {
+                    let elapsed = Int((Monotonic.nanos - emptied.nanos) * UInt64(parameters.sampleRate) / 1_000_000_000)
+                    delay = min(delay, max(0, emptied.frames - elapsed))
+                }
+            }
             if delay > 0, snd_pcm_state(handle) == SND_PCM_STATE_PREPARED {
                 // Less than the start threshold was written (a sound shorter than a period): start it now.
                 try alsaCheck("snd_pcm_start") { snd_pcm_start(handle) }

@@ -18,6 +18,11 @@ enum AmountArguments {
         ],
     ]
 
+    /// The long name of each short option above (the same letter means the same option in every command).
+    static let longNames = [
+        "-s": "--socket", "-P": "--priority", "-t": "--ttl", "-c": "--channel", "-o": "--order", "-l": "--lang",
+    ]
+
     static func normalized(_ arguments: [String]) -> [String] {
         guard let command = arguments.first, let valued = valued[command],
             arguments.dropFirst().contains(where: isNegativeNumber), !arguments.contains("--")
@@ -31,9 +36,10 @@ enum AmountArguments {
             if isNegativeNumber(argument) || !argument.hasPrefix("-") {
                 amounts.append(argument)
             } else if valued.contains(argument), index < arguments.count {
-                // The value joined to its option, so that a value such as "-5" is not read as an option either.
-                options.append(argument.hasPrefix("--") ? "\(argument)=\(arguments[index])" : argument)
-                if !argument.hasPrefix("--") { options.append(arguments[index]) }
+                // The value joined to its option's long name, so that a value such as "-5" is not read as an
+                // option either (`-t -1` would be "Missing value for '-t <s>'"; `--ttl=-1` is a ttl the daemon
+                // refuses as what it is).
+                options.append("\(longNames[argument] ?? argument)=\(arguments[index])")
                 index += 1
             } else {
                 options.append(argument)
@@ -47,5 +53,30 @@ enum AmountArguments {
         let scalars = argument.unicodeScalars
         guard scalars.count >= 2, scalars.first == "-" else { return false }
         return ("0"..."9").contains(scalars[scalars.index(after: scalars.startIndex)])
+    }
+}
+
+/// `announce-ctl -s PATH say 1`: the connection options (`-s/--socket`, `-j/--json`) written before the command
+/// are moved after its name, where each command declares them, rather than refused as options `announce-ctl`
+/// itself does not have. Only a leading run of them moves; anything else is left to ArgumentParser as written.
+enum LeadingOptions {
+    static func moved(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "-s" || argument == "--socket", index + 1 < arguments.count {
+                leading += [argument, arguments[index + 1]]
+                index += 2
+            } else if argument.hasPrefix("--socket=") || argument == "-j" || argument == "--json" {
+                leading.append(argument)
+                index += 1
+            } else {
+                break
+            }
+        }
+        // Nothing to move, or no command after it (`announce-ctl -s PATH`: ArgumentParser says what is missing).
+        guard !leading.isEmpty, index < arguments.count, !arguments[index].hasPrefix("-") else { return arguments }
+        return [arguments[index]] + leading + Array(arguments[(index + 1)...])
     }
 }

@@ -25,7 +25,7 @@ struct AnnounceCtl: ParsableCommand {
               queue                     the job playing and the jobs waiting
               cancel ID... | --all      stop jobs, waiting or playing
               replay [ID]               say the last payment (or job ID) again
-              history [-n N]            recent announcements, newest first
+              history [-n N]            recent announcements, newest accepted first
               volume [--level N] [--threshold N|--reset]  show or set the everyday level, the alert threshold
               today [--say] [--date D]  the day's payments and refunds heard; --say speaks them
               ping                      is the daemon there
@@ -35,21 +35,25 @@ struct AnnounceCtl: ParsableCommand {
               render --output FILE AMOUNT  the samples, as a WAV file
 
             Every daemon command takes -s/--socket PATH and -j/--json (the daemon's replies, one JSON object \
-            per line). The socket is --socket, else $ANNOUNCE_SOCKET, else /run/announce/announce.sock for root; \
-            other users get $XDG_RUNTIME_DIR/announce.sock if their own daemon runs there, else the system one.
+            per line), before or after the command's name. The socket is --socket, else $ANNOUNCE_SOCKET, else \
+            /run/announce/announce.sock for root; other users get $XDG_RUNTIME_DIR/announce.sock (/tmp/announce.sock \
+            without $XDG_RUNTIME_DIR, as announced's default) if their own daemon runs there, else the system one.
 
             Every failure is one line on standard error (a daemon's refusal: on standard output, as "error: \
-            CODE: what; what to do"), saying what went wrong and what to do about it.
+            CODE: what; what to do", after the line of the job it concerns), saying what went wrong and what to \
+            do about it.
 
             Exit status:
               0   success
               1   any other failure (a file not written, the daemon's internal error)
-              2   invalid input: a bad amount; unknown channel, language, prompt, job
+              2   invalid input, found here or by the daemon: a bad amount or number
+                  (volume 150, cancel abc); unknown channel, language, prompt, job
               3   refused by the daemon: duplicate, queue_full, unauthorized, busy …
               4   the daemon cannot be reached (not running, wrong socket, no access)
               5   an announcement waited for (-w) did not play (failed, expired …)
               6   no voice pack found (words, render); the message says where
-              64  usage error: an unknown option or command, a missing argument
+              64  usage error: an unknown option or command, a missing argument or
+                  value, options that do not go together
             """,
         version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
@@ -110,6 +114,15 @@ enum Exit {
     }
 }
 
+/// A value announce-ctl cannot use, found before anything is sent (`volume 150`, `words --style bogus`): one line,
+/// exit status 2, as the daemon's `bad_request` for the same value — the status says what is wrong, not who
+/// noticed it (README, "Exit status"). Thrown from `run()`, never from `validate()`, whose errors ArgumentParser
+/// turns into usage errors (64): `validate()` checks the command line's shape only.
+struct InvalidValue: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
 struct ConnectionOptions: ParsableArguments {
     @Option(name: [.short, .long], help: ArgumentHelp("The daemon's socket.", valueName: "path"))
     var socket: String?
@@ -140,17 +153,18 @@ func exchange(
     let replies: [Response]
     do {
         let client = try Client(path: path)
+        // The job as the last reply showed it: a failed reply about the same job in the same state (a `say -w`
+        // whose daemon stops: still queued) prints only its error line.
+        var shown: (id: UInt64, state: JobState)?
         let show = { (reply: Response) in
             if json {
                 print(Output.json(reply))
             } else if reply.ok {
                 print(describe(reply))
-            } else if let job = reply.job, reply.error?.code != AnnounceError.Code.duplicate.rawValue {
-                print(Output.describe(job: job))
             } else {
-                let code = reply.error?.code ?? "?"
-                print("error: \(code): \(reply.error?.message ?? "")" + (Exit.advice(code: code).map { "; \($0)" } ?? ""))
+                print(Output.failure(reply, shown: shown))
             }
+            if let job = reply.job { shown = (job.id, job.state) }
             fflush(nil)
         }
         if let encoded {
@@ -180,6 +194,21 @@ enum Output {
         StandardError.write("announce-ctl: \(message)\n")
     }
 
+    /// A reply that is not `ok`: always the daemon's error line, `error: CODE: message; what to do`. A reply that
+    /// carries a job says first where that job is — how a waited job ended (`job 3 expired: …`), or that it is
+    /// still queued when the daemon stops under a waiting `say -w` — except `duplicate`, whose message names the
+    /// original job already, or the job as `shown` by the reply before (same id, same state). Without the error line a
+    /// `shutting_down` read like a second acceptance.
+    static func failure(_ reply: Response, shown: (id: UInt64, state: JobState)? = nil) -> String {
+        let code = reply.error?.code ?? "?"
+        let line = "error: \(code): \(reply.error?.message ?? "")" + (Exit.advice(code: code).map { "; \($0)" } ?? "")
+        guard var job = reply.job, code != AnnounceError.Code.duplicate.rawValue else { return line }
+        if let shown, shown.id == job.id, shown.state == job.state { return line }
+        // The job's own error is the reply's (expired, cancelled, …): said once, on the error line.
+        if job.error?.code == reply.error?.code { job.error = nil }
+        return describe(job: job) + "\n" + line
+    }
+
     /// `job 3 spoken: 到账一百元 (first sample 12.3 ms, done 2450.1 ms)`
     static func describe(job: JobInfo) -> String {
         var line = "job \(job.id) \(job.state.rawValue)"
@@ -193,6 +222,7 @@ enum Output {
         if let finished = job.finishedMs { details.append(cFormat("done %.1f ms", finished)) }
         if !details.isEmpty { line += " (\(details.joined(separator: ", ")))" }
         if let error = job.error { line += " — \(error.code): \(error.message)" }
+        if job.durable == false { line += " [NOT ON DISK: the daemon's journal is in memory; see announce-ctl status]" }
         return line
     }
 
@@ -221,9 +251,10 @@ enum Output {
         return parts.count > 1 ? text + "." + parts[1] : text
     }
 
-    /// One row of `queue`/`history`.
+    /// One row of `queue`/`history`. The time is when the job was accepted, the order both lists follow (history:
+    /// newest first by id, which is acceptance order); when it started and finished are in `--json`.
     static func row(_ job: JobInfo) -> String {
-        let time = job.finishedAt ?? job.startedAt ?? job.acceptedAt ?? ""
+        let time = job.acceptedAt ?? ""
         let columns = [
             String(job.id).leftPadded(6), job.state.rawValue.padded(9), (job.priority?.rawValue ?? "").padded(8),
             String(time.prefix(23)).padded(24), job.text ?? "",
@@ -234,7 +265,7 @@ enum Output {
         return line
     }
 
-    static let header = ["ID".leftPadded(6), "STATE".padded(9), "PRIO".padded(8), "TIME (UTC)".padded(24), "TEXT"]
+    static let header = ["ID".leftPadded(6), "STATE".padded(9), "PRIO".padded(8), "ACCEPTED (UTC)".padded(24), "TEXT"]
         .joined(separator: " ")
 }
 

@@ -209,7 +209,7 @@ struct Replay: ParsableCommand {
 struct History: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
-        abstract: "List recent announcements, newest first (kept across restarts).")
+        abstract: "List recent announcements, newest accepted first (kept across restarts).")
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -259,12 +259,12 @@ struct Volume: ParsableCommand {
             throw ValidationError("give the threshold once: PERCENT or --threshold")
         }
         if reset && (percent ?? threshold) != nil { throw ValidationError("give a threshold or --reset, not both") }
-        for value in [percent, threshold, level].compactMap({ $0 }) where !(0...100).contains(value) {
-            throw ValidationError("a percentage is 0…100, not \(value)")
-        }
     }
 
     func run() throws {
+        for value in [percent, threshold, level].compactMap({ $0 }) where !(0...100).contains(value) {
+            throw InvalidValue("a percentage is 0…100, not \(value)")
+        }
         let request = Request(
             id: requestID(), op: "volume", threshold: percent ?? threshold, reset: reset ? true : nil, level: level)
         try exchange(request, connection) { reply in

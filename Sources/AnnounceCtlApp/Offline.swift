@@ -59,7 +59,7 @@ struct VoiceOptions: ParsableArguments {
         var options = ReadingOptions(style: composer.reader.defaultStyle, liang: liang)
         if let style {
             guard let parsed = ReadingStyle(rawValue: style) else {
-                throw ValidationError("unknown --style \(style) (use decimal or units)")
+                throw InvalidValue("unknown --style \(style) (use decimal or units)")
             }
             options.style = parsed
         }
@@ -225,9 +225,7 @@ struct Render: ParsableCommand {
         guard given == 1 else {
             throw ValidationError("give exactly one of AMOUNT, --fen, --prompt, --text, --summary")
         }
-        guard leadInMs >= 0 else { throw ValidationError("--lead-in-ms cannot be negative") }
         if refunds != nil && summary == nil { throw ValidationError("--refunds goes with --summary") }
-        _ = try totals()
     }
 
     /// `--summary 3/1234.50 --refunds 1/50` as the journal would count them.
@@ -236,11 +234,11 @@ struct Render: ParsableCommand {
             guard let text else { return DayTotals.Tally() }
             let parts = text.split(separator: "/", maxSplits: 1)
             guard parts.count == 2, let count = Int(parts[0]), count >= 0 else {
-                throw ValidationError("--\(flag): COUNT/AMOUNT, e.g. 3/1234.50")
+                throw InvalidValue("--\(flag): COUNT/AMOUNT, e.g. 3/1234.50")
             }
             if parts[1] == "0" && count == 0 { return DayTotals.Tally() }
             guard let sum = try? Amount(parsing: String(parts[1])), count > 0 else {
-                throw ValidationError("--\(flag): \(parts[1]) is not an amount for \(count) payments")
+                throw InvalidValue("--\(flag): \(parts[1]) is not an amount for \(count) payments")
             }
             return DayTotals.Tally(count: count, fen: sum.fen)
         }
@@ -248,6 +246,8 @@ struct Render: ParsableCommand {
     }
 
     func run() throws {
+        guard leadInMs >= 0 else { throw InvalidValue("--lead-in-ms cannot be negative") }
+        let totals = summary == nil ? nil : try totals()
         do {
             var options = VoicePackLoader.Options()
             options.gapMs = gapMs
@@ -257,8 +257,8 @@ struct Render: ParsableCommand {
                 utterance = .prompt(name: prompt)
             } else if let text {
                 utterance = .text(text)
-            } else if summary != nil {
-                utterance = .summary(try totals())
+            } else if let totals {
+                utterance = .summary(totals)
             } else {
                 let parsed = try parseAmount(text: amount, fen: fen)
                 utterance = .payment(amount: parsed, channel: voice.channel, refund: voice.refund)

@@ -25,10 +25,22 @@ enum StatusView {
         lines.append("jobs:     since start \(status.totals.accepted) accepted" + finished + refused)
         let voices = status.voices.map { "\($0.lang)\($0.isDefault ? "*" : "") (\($0.name))" }
         lines.append("voices:   " + voices.joined(separator: ", "))
+        if let corpus = status.corpus {
+            let ids = corpus.clips.prefix(8).map(\.id).joined(separator: " ")
+            let more = corpus.clips.count > 8 ? " …" : ""
+            lines.append(
+                "pushed:   \(corpus.clips.count) clips (version \(corpus.version)) in \(corpus.directory)"
+                    + (corpus.clips.isEmpty ? "" : ": \(ids)\(more)"))
+            if let error = corpus.error { lines.append("pushed:   NOT LOADED: \(error.message)") }
+        }
         let journal = status.journal
         lines.append(
             "journal:  \(journal.path); \(journal.dedupOrders) order ids in a \(Int(journal.dedupWindowSeconds)) s "
                 + "window; at start \(journal.recoveredAtStart) recovered, \(journal.interruptedAtStart) interrupted")
+        if journal.durable == false {
+            let reason = journal.problem.map { ": \($0.message)" } ?? ""
+            lines.append("journal:  IN MEMORY, not on disk\(reason); what is accepted now is lost if the daemon stops")
+        }
         if let moved = journal.recoveredFromCorruption {
             lines.append("journal:  DAMAGED at start: moved to \(moved); this run began with an empty journal")
         }
@@ -58,6 +70,7 @@ enum StatusView {
         if let engine = audio.engine {
             line += " — \(engine.state.rawValue)"
             if engine.state == .recovering, let retry = engine.retryInMs { line += " (retrying in \(retry) ms)" }
+            if engine.state == .missing { line += " (CANNOT BE OPENED: payments fail until it is back)" }
         }
         line += ", \(audio.xruns ?? audio.engine?.sink.xruns ?? 0) xruns since start"
         if let error = audio.lastError { line += "; last error \(error.code): \(error.message)" }

@@ -1,3 +1,4 @@
+import AnnounceCore
 import CInput
 import Glibc
 import Logging
@@ -82,7 +83,7 @@ public final class InputMonitor: Sendable {
         thread.withLock { thread in
             guard thread == nil else { return }
             let body = Unmanaged.passRetained(ThreadBody { [self] in
-                nameThread("announce-keys")
+                SystemThread.nameCurrent("announce-keys")
                 var loop = Loop(monitor: self)
                 loop.run()
             })
@@ -416,11 +417,3 @@ private final class ThreadBody {
     init(_ run: @escaping () -> Void) { self.run = run }
 }
 
-/// Names the calling thread for `top -H` and `ps -L` (what pthread_setname_np does; it is not visible to Swift).
-private func nameThread(_ name: String) {
-    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    defer { close(fd) }
-    let bytes = Array(name.utf8.prefix(15))
-    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-}

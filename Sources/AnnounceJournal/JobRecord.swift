@@ -40,10 +40,18 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var errorMessage: String?
     /// Times playback began (see `Journal.Change.started`).
     public var attempts: Int = 0
+    /// Each time on the boot clock too (``ClockStamp``): the boot and its milliseconds; nil in rows written before
+    /// (aged by the wall clock), and for a start or an end in another boot than the acceptance's.
+    public var acceptedBoot: String?
+    public var acceptedBootMs: Int64?
+    public var startedBoot: String?
+    public var startedBootMs: Int64?
+    public var finishedBoot: String?
+    public var finishedBootMs: Int64?
 
     public init(
         priority: JobPriority, utterance: Utterance, lang: String?, style: ReadingStyle?, liang: Bool?,
-        order: String?, announcement: Announcement, replayOf: UInt64? = nil, acceptedAtMs: Int64, ttlMs: Int64?
+        order: String?, announcement: Announcement, replayOf: UInt64? = nil, accepted: ClockStamp, ttlMs: Int64?
     ) {
         self.priority = priority.rawValue
         self.utterance = String(decoding: (try? JSONEncoder().encode(utterance)) ?? Data(), as: UTF8.self)
@@ -64,15 +72,26 @@ public struct JobRecord: Codable, Sendable, Equatable {
             break  // the words are the announcement's text, kept in `text`; a summary is no payment (no amount)
         }
         self.replayOf = replayOf.map(Int64.init)
-        self.acceptedAt = acceptedAtMs
+        self.acceptedAt = accepted.wallMs
         self.ttlMs = ttlMs
         self.state = JobState.queued.rawValue
+        self.accepted = accepted
     }
 
     public var jobID: UInt64 { UInt64(id ?? 0) }
     public var jobState: JobState { JobState(rawValue: state) ?? .failed }
     public var jobPriority: JobPriority { JobPriority(rawValue: priority) ?? .payment }
     public var readingStyle: ReadingStyle? { style.flatMap(ReadingStyle.init(rawValue:)) }
+
+    /// When it was accepted, on both clocks (a row from before the boot clock was kept: the wall clock only).
+    public var accepted: ClockStamp {
+        get { ClockStamp(wallMs: acceptedAt, boot: acceptedBoot ?? "", bootMs: acceptedBootMs ?? 0, trusted: true) }
+        set {
+            acceptedAt = newValue.wallMs
+            acceptedBoot = newValue.bootColumn
+            acceptedBootMs = newValue.bootMsColumn
+        }
+    }
 
     /// The utterance decoded back; nil if the row was damaged.
     public var decodedUtterance: Utterance? { try? JSONDecoder().decode(Utterance.self, from: Data(utterance.utf8)) }
@@ -98,49 +117,56 @@ struct DedupRecord {
     var kind: String
     var orderId: String
     var jobId: Int64
-    var acceptedAt: Int64
+    /// When the order was accepted (or, for one stamped by an untrusted clock in an earlier boot, when a start
+    /// took it over: ``Journal/reanchorUntrustedOrders(now:)``).
+    var accepted: ClockStamp
 
     /// The order id of a job just inserted (nil if it has none).
-    init?(_ record: JobRecord) {
+    init?(_ record: JobRecord, trusted: Bool) {
         guard let order = record.orderId, let id = record.id else { return nil }
         kind = record.dedupKind.rawValue
         orderId = order
         jobId = id
-        acceptedAt = record.acceptedAt
+        accepted = record.accepted
+        accepted.trusted = trusted
     }
 
-    init(kind: String, orderId: String, jobId: Int64, acceptedAt: Int64) {
+    init(kind: String, orderId: String, jobId: Int64, accepted: ClockStamp) {
         self.kind = kind
         self.orderId = orderId
         self.jobId = jobId
-        self.acceptedAt = acceptedAt
+        self.accepted = accepted
     }
 
-    var entry: DedupWindow.Entry {
+    /// The entry as the de-duplication window keeps it: its acceptance on `now`'s boot clock (``ClockStamp/age``).
+    func entry(now: ClockStamp) -> DedupWindow.Entry {
         DedupWindow.Entry(
             order: orderId, kind: DedupWindow.Kind(rawValue: kind) ?? .payment, jobID: UInt64(jobId),
-            acceptedAtMs: acceptedAt)
+            acceptedAtMs: now.bootMs - accepted.age(at: now))
     }
 
     /// Remembers the order id, replacing what was remembered for the same kind and order id.
     func upsert(_ db: SQLiteConnection) throws(SQLiteError) {
+        let boot: String? = accepted.boot.isEmpty ? nil : accepted.boot
         try db.execute(
             """
-            INSERT INTO dedup (kind, order_id, job_id, accepted_at) VALUES (?, ?, ?, ?)
-            ON CONFLICT (kind, order_id) DO UPDATE SET job_id = excluded.job_id, accepted_at = excluded.accepted_at
+            INSERT INTO dedup (kind, order_id, job_id, accepted_at, boot, boot_ms, trusted) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (kind, order_id) DO UPDATE SET job_id = excluded.job_id, accepted_at = excluded.accepted_at,
+                boot = excluded.boot, boot_ms = excluded.boot_ms, trusted = excluded.trusted
             """,
-            kind, orderId, jobId, acceptedAt)
+            kind, orderId, jobId, accepted.wallMs, boot, boot == nil ? nil : accepted.bootMs, accepted.trusted)
     }
 
-    /// The order ids accepted at or after `sinceMs`, oldest first.
-    static func fetchAll(_ db: SQLiteConnection, sinceMs: Int64) throws(SQLiteError) -> [DedupRecord] {
+    /// Every order id remembered, oldest first.
+    static func fetchAll(_ db: SQLiteConnection) throws(SQLiteError) -> [DedupRecord] {
         try db.rows(
-            "SELECT kind, order_id, job_id, accepted_at FROM dedup WHERE accepted_at >= ? ORDER BY accepted_at",
-            arguments: [sinceMs]
+            "SELECT kind, order_id, job_id, accepted_at, boot, boot_ms, trusted FROM dedup ORDER BY accepted_at"
         ) { row in
             DedupRecord(
                 kind: row.text(0) ?? "", orderId: row.text(1) ?? "", jobId: row.int64(2) ?? 0,
-                acceptedAt: row.int64(3) ?? 0)
+                accepted: ClockStamp(
+                    wallMs: row.int64(3) ?? 0, boot: row.text(4) ?? "", bootMs: row.int64(5) ?? 0,
+                    trusted: row.bool(6) ?? true))
         }
     }
 
@@ -179,7 +205,8 @@ extension JobRecord {
     static let columns = [
         "id", "priority", "utterance", "lang", "style", "liang", "order_id", "text", "tokens", "amount", "channel",
         "refund", "prompt", "replay_of", "accepted_at", "ttl_ms", "state", "started_at", "finished_at",
-        "first_sample_ms", "finished_ms", "error_code", "error_message", "attempts",
+        "first_sample_ms", "finished_ms", "error_code", "error_message", "attempts", "accepted_boot",
+        "accepted_boot_ms", "started_boot", "started_boot_ms", "finished_boot", "finished_boot_ms",
     ]
 
     /// A row of `SELECT <columns> FROM job`.
@@ -208,6 +235,12 @@ extension JobRecord {
         errorCode = row.text(21)
         errorMessage = row.text(22)
         attempts = row.int(23) ?? 0
+        acceptedBoot = row.text(24)
+        acceptedBootMs = row.int64(25)
+        startedBoot = row.text(26)
+        startedBootMs = row.int64(27)
+        finishedBoot = row.text(28)
+        finishedBootMs = row.int64(29)
     }
 
     private static let select = "SELECT \(columns.joined(separator: ", ")) FROM job WHERE "
@@ -222,13 +255,33 @@ extension JobRecord {
     private static let insertSQL =
         "INSERT INTO job (\(columns.dropFirst().joined(separator: ", "))) VALUES ("
         + Array(repeating: "?", count: columns.count - 1).joined(separator: ", ") + ")"
+    private static let replaceSQL =
+        "INSERT OR REPLACE INTO job (\(columns.joined(separator: ", "))) VALUES ("
+        + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+
+    /// The values of every column but `id`, in `columns` order.
+    private var values: [any SQLiteBindable] {
+        [
+            priority, utterance, lang, style, liang, orderId, text, tokens, amount, channel, refund, prompt, replayOf,
+            acceptedAt, ttlMs, state, startedAt, finishedAt, firstSampleMs, finishedMs, errorCode, errorMessage,
+            attempts, acceptedBoot, acceptedBootMs, startedBoot, startedBootMs, finishedBoot, finishedBootMs,
+        ]
+    }
 
     /// Inserts the record as a new row (its `id`, if any, is ignored) and sets `id` to the row's.
     mutating func insert(_ db: SQLiteConnection) throws(SQLiteError) {
-        try db.execute(
-            Self.insertSQL, priority, utterance, lang, style, liang, orderId, text, tokens, amount, channel, refund,
-            prompt, replayOf, acceptedAt, ttlMs, state, startedAt, finishedAt, firstSampleMs, finishedMs, errorCode,
-            errorMessage, attempts)
+        try db.execute(Self.insertSQL, arguments: values)
         id = db.lastInsertRowID
     }
+
+    /// Writes the record as the row with its own `id`, replacing the row there if any.
+    func insertOrReplace(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.execute(Self.replaceSQL, arguments: [id] + values)
+    }
+}
+
+extension ClockStamp {
+    /// The boot as a column: NULL for a moment known by the wall clock only.
+    var bootColumn: String? { boot.isEmpty ? nil : boot }
+    var bootMsColumn: Int64? { boot.isEmpty ? nil : bootMs }
 }

@@ -32,8 +32,9 @@ public final class Journal: Sendable {
     public let path: String
     /// Where the journal found damaged at open was moved (nil: it was sound); this one started empty.
     public let recoveredFromCorruption: String?
-    private let connection: Mutex<SQLiteConnection>
-    private let lockDescriptor: Int32
+    /// The connection and what it is a connection to: the file, or — while the state folder cannot be used —
+    /// a journal in memory (Journal+Degraded.swift).
+    let store: Mutex<Store>
     /// The reserve file's path, and whether the reserve is in place (false: spent on a full disk).
     private let reservePath: String
     private let reserveHeld = Mutex(false)
@@ -42,42 +43,81 @@ public final class Journal: Sendable {
     /// How long a statement waits for a lock another connection holds before it fails (SQLITE_BUSY).
     static let busyTimeoutMs: Int32 = 5_000
 
-    /// Opens (creating if needed) the journal at `path` and brings its schema up to date.
-    public init(path: String) throws(AnnounceError) {
+    struct Store {
+        var db: SQLiteConnection
+        /// The open `<path>.lock` holding the daemon's exclusive lock; -1 while in memory.
+        var lockDescriptor: Int32
+        /// Why the journal is in memory; nil on disk.
+        var problem: AnnounceError?
+        /// In memory: the highest job id copied from the file at start (0: the file could not be read); the jobs
+        /// above it were accepted in memory.
+        var seededUpTo: Int64 = 0
+        var seeded = false
+    }
+
+    /// Opens (creating if needed) the journal at `path` and brings its schema up to date. Throws if it cannot;
+    /// ``openOrKeepInMemory(path:)`` is what the daemon calls.
+    public convenience init(path: String) throws(AnnounceError) {
+        switch Self.openOnDisk(path: path) {
+        case .success(let opened):
+            self.init(
+                path: path, store: Store(db: opened.db, lockDescriptor: opened.lock),
+                recoveredFromCorruption: opened.evidence)
+        case .failure(.inUse(let error)), .failure(.unusable(let error)):
+            throw error
+        }
+    }
+
+    init(path: String, store: sending Store, recoveredFromCorruption: String?) {
         self.path = path
         self.reservePath = path + ".reserve"
+        self.store = Mutex(store)
+        self.recoveredFromCorruption = recoveredFromCorruption
+        _ = ensureReserve()
+    }
+
+    /// Why opening the file failed.
+    enum OpenFailure: Error {
+        /// Another daemon holds it: this one must not run.
+        case inUse(AnnounceError)
+        /// The state folder or the file cannot be used (read-only, another owner, not a file, full …).
+        case unusable(AnnounceError)
+    }
+
+    /// Opens the file: the folder made if missing, the daemon's lock taken, a damaged file moved aside.
+    static func openOnDisk(
+        path: String
+    ) -> Result<(db: SQLiteConnection, lock: Int32, evidence: String?), OpenFailure> {
         let directory = Path.directory(of: path)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw AnnounceError(.journal, "cannot create the state folder \(directory)", cause: errorReason(error))
+            return .failure(.unusable(StateFolder.diagnose(journal: path, failure: errorReason(error))))
         }
-        lockDescriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let lockDescriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lockDescriptor >= 0 else {
-            throw AnnounceError(.journal, "cannot open \(path).lock", cause: String(cString: strerror(errno)))
+            let reason = String(cString: strerror(errno))
+            return .failure(.unusable(StateFolder.diagnose(journal: path, failure: "\(path).lock: \(reason)")))
         }
         if let error = Self.lock(lockDescriptor) {
             let reason = String(cString: strerror(error))
             close(lockDescriptor)
-            throw AnnounceError(
-                .journal, "the journal \(path) is in use by another announced (one daemon per state folder)",
-                cause: reason)
+            return .failure(
+                .inUse(
+                    AnnounceError(
+                        .journal, "the journal \(path) is in use by another announced (one daemon per state folder)",
+                        cause: reason)))
         }
         do {
             // A damaged file is moved aside and an empty journal started (JournalCorruption.swift).
             let (opened, evidence) = try Self.openingAsideIfCorrupt(path: path) { () throws(SQLiteError) in
                 try Self.openForWriting(path: path)
             }
-            connection = Mutex(opened)
-            recoveredFromCorruption = evidence
-        } catch let error as AnnounceError {
-            close(lockDescriptor)
-            throw error
+            return .success((opened, lockDescriptor, evidence))
         } catch {
             close(lockDescriptor)
-            throw AnnounceError(.journal, "cannot open the journal \(path)", cause: "\(error)")
+            return .failure(.unusable(StateFolder.diagnose(journal: path, failure: "\(error)")))
         }
-        _ = ensureReserve()
     }
 
     /// How long opening waits for another holder of the journal's lock to let go, milliseconds.
@@ -98,8 +138,10 @@ public final class Journal: Sendable {
 
     deinit {
         // Closed (and checkpointed) before the lock is released: the next daemon finds it complete.
-        connection.withLock { $0.close() }
-        close(lockDescriptor)
+        store.withLock { store in
+            store.db.close()
+            if store.lockDescriptor >= 0 { close(store.lockDescriptor) }
+        }
     }
 
     /// The connection the journal writes and reads with: WAL, every commit fsynced, the schema brought up to date.
@@ -127,7 +169,7 @@ public final class Journal: Sendable {
     private func withConnection<T: Sendable>(
         _ body: (SQLiteConnection) throws(SQLiteError) -> T
     ) throws(SQLiteError) -> T {
-        try connection.withLock { (db) throws(SQLiteError) -> T in try body(db) }
+        try store.withLock { (store) throws(SQLiteError) -> T in try body(store.db) }
     }
 
     /// A read, the lock held.
@@ -158,21 +200,30 @@ public final class Journal: Sendable {
 
     /// Records an accepted job — and, if it has an order id, remembers the order for de-duplication — in one
     /// transaction that is on disk when this returns. Returns the record with its new id.
-    public func insert(_ record: JobRecord) throws(AnnounceError) -> JobRecord {
+    /// `clockTrusted`: whether the wall clock was synchronised at its acceptance (an order id stamped by an untrusted
+    /// clock is kept a whole window from the next boot that sees it: ``reanchorUntrustedOrders(now:)``).
+    public func insert(_ record: JobRecord, clockTrusted: Bool = true) throws(AnnounceError) -> JobRecord {
         guard ensureReserve() else {
             throw AnnounceError(
                 .journal,
                 "the disk holding the journal \(path) is full: nothing new is accepted until space is freed "
                     + "(the jobs already accepted are still recorded)")
         }
+        let insert = { (db: SQLiteConnection) throws(SQLiteError) -> JobRecord in
+            try db.transaction { () throws(SQLiteError) -> JobRecord in
+                var record = record
+                try record.insert(db)
+                try DedupRecord(record, trusted: clockTrusted)?.upsert(db)
+                return record
+            }
+        }
         do {
-            return try withConnection { (db) throws(SQLiteError) -> JobRecord in
-                try db.transaction { () throws(SQLiteError) -> JobRecord in
-                    var record = record
-                    try record.insert(db)
-                    try DedupRecord(record)?.upsert(db)
-                    return record
-                }
+            return try withConnection(insert)
+        } catch let error where error.isUnwritable && fallBackToMemory(because: error) {
+            do {
+                return try withConnection(insert)
+            } catch {
+                throw failure("record the job", error)
             }
         } catch let error where error.isDiskFull {
             throw AnnounceError(
@@ -190,18 +241,18 @@ public final class Journal: Sendable {
     public struct Outcome: Sendable, Equatable {
         public var id: UInt64
         public var state: JobState
-        public var atMs: Int64
+        public var at: ClockStamp
         public var firstSampleMs: Double?
         public var finishedMs: Double?
         public var error: AnnounceError?
 
         public init(
-            id: UInt64, state: JobState, atMs: Int64, firstSampleMs: Double? = nil, finishedMs: Double? = nil,
+            id: UInt64, state: JobState, at: ClockStamp, firstSampleMs: Double? = nil, finishedMs: Double? = nil,
             error: AnnounceError? = nil
         ) {
             self.id = id
             self.state = state
-            self.atMs = atMs
+            self.at = at
             self.firstSampleMs = firstSampleMs
             self.finishedMs = finishedMs
             self.error = error
@@ -211,14 +262,19 @@ public final class Journal: Sendable {
     /// One step of a job's life after its acceptance.
     public enum Change: Sendable, Equatable {
         /// Playback began (`attempt` 1, or again from its start).
-        case started(id: UInt64, atMs: Int64, attempt: Int)
+        case started(id: UInt64, at: ClockStamp, attempt: Int)
         /// Its final state. Never overwrites a final state already recorded.
         case finished(Outcome)
+        /// The wall clock is trusted at `now`: the times stamped in `now`'s boot at another offset from the boot
+        /// clock (before the clock was set) are corrected to this one.
+        case clockSet(ClockStamp)
 
-        public var id: UInt64 {
+        /// The job the change is about (nil: none).
+        public var id: UInt64? {
             switch self {
             case let .started(id, _, _): id
             case let .finished(outcome): outcome.id
+            case .clockSet: nil
             }
         }
     }
@@ -239,35 +295,88 @@ public final class Journal: Sendable {
 
     private static func apply(_ change: Change, _ db: SQLiteConnection) throws(SQLiteError) {
         switch change {
-        case let .started(id, atMs, attempt):
+        case let .started(id, at, attempt):
+            // The first start's time is kept (SET reads the row as it was before the update).
             try db.execute(
                 """
-                UPDATE job SET state = 'playing', started_at = COALESCE(started_at, ?), attempts = ?
+                UPDATE job SET state = 'playing', attempts = ?,
+                    started_boot = CASE WHEN started_at IS NULL THEN ? ELSE started_boot END,
+                    started_boot_ms = CASE WHEN started_at IS NULL THEN ? ELSE started_boot_ms END,
+                    started_at = COALESCE(started_at, ?)
                 WHERE id = ? AND state IN ('queued', 'playing')
                 """,
-                atMs, attempt, Int64(id))
+                attempt, at.bootColumn, at.bootMsColumn, at.wallMs, Int64(id))
         case let .finished(outcome):
+            let at = outcome.at
+            let played = outcome.firstSampleMs != nil
             try db.execute(
                 """
-                UPDATE job SET state = ?, finished_at = ?, first_sample_ms = ?, finished_ms = ?,
-                    error_code = ?, error_message = ?, started_at = COALESCE(started_at, ?)
+                UPDATE job SET state = ?, finished_at = ?, finished_boot = ?, finished_boot_ms = ?,
+                    first_sample_ms = ?, finished_ms = ?, error_code = ?, error_message = ?,
+                    started_boot = CASE WHEN started_at IS NULL AND ? THEN ? ELSE started_boot END,
+                    started_boot_ms = CASE WHEN started_at IS NULL AND ? THEN ? ELSE started_boot_ms END,
+                    started_at = COALESCE(started_at, ?)
                 WHERE id = ? AND state IN ('queued', 'playing')
                 """,
-                outcome.state.rawValue, outcome.atMs, outcome.firstSampleMs, outcome.finishedMs,
-                outcome.error?.code.rawValue, outcome.error?.message,
-                outcome.firstSampleMs == nil ? nil : outcome.atMs, Int64(outcome.id))
+                outcome.state.rawValue, at.wallMs, at.bootColumn, at.bootMsColumn, outcome.firstSampleMs,
+                outcome.finishedMs, outcome.error?.code.rawValue, outcome.error?.message, played, at.bootColumn,
+                played, at.bootMsColumn, played ? at.wallMs : nil, Int64(outcome.id))
+        case let .clockSet(now):
+            try Self.correctTimes(db, to: now)
+        }
+    }
+
+    /// Moves every time stamped in `now`'s boot at another offset between the wall and boot clocks than `now`'s
+    /// (more than a second apart: NTP's gradual slewing is not a jump) to `now`'s offset: stamped before the clock
+    /// was set, they are corrected by how far it moved. Order ids re-anchored from an earlier boot become
+    /// trusted, counted from when this boot took them over.
+    static func correctTimes(_ db: SQLiteConnection, to now: ClockStamp) throws(SQLiteError) {
+        guard !now.boot.isEmpty else { return }
+        let offset = now.offsetMs
+        for (time, boot, bootMs) in [
+            ("accepted_at", "accepted_boot", "accepted_boot_ms"), ("started_at", "started_boot", "started_boot_ms"),
+            ("finished_at", "finished_boot", "finished_boot_ms"),
+        ] {
+            try db.execute(
+                """
+                UPDATE job SET \(time) = \(bootMs) + ?1
+                WHERE \(boot) = ?2 AND \(bootMs) IS NOT NULL AND abs(\(time) - \(bootMs) - ?1) > 1000
+                """,
+                offset, now.boot)
+        }
+        try db.execute(
+            """
+            UPDATE dedup SET accepted_at = boot_ms + ?1, trusted = 1
+            WHERE boot = ?2 AND boot_ms IS NOT NULL AND (trusted = 0 OR abs(accepted_at - boot_ms - ?1) > 1000)
+            """,
+            offset, now.boot)
+    }
+
+    /// Order ids stamped by an untrusted wall clock in an earlier boot: their age cannot be known (a terminal
+    /// without a battery-backed clock may have stamped them in 1970), so each is kept a whole window from now —
+    /// never forgotten early, which could speak a redelivered payment twice. Returns how many.
+    @discardableResult
+    public func reanchorUntrustedOrders(now: ClockStamp) throws(AnnounceError) -> Int {
+        guard !now.boot.isEmpty else { return 0 }
+        return try write("take over the order ids of an earlier boot") { (db) throws(SQLiteError) -> Int in
+            try db.execute(
+                "UPDATE dedup SET boot = ?, boot_ms = ? WHERE trusted = 0 AND (boot IS NULL OR boot != ?)",
+                now.boot, now.bootMs, now.boot)
+            return db.changes
         }
     }
 
     // MARK: Full disk
 
     /// Whether the reserve is in place (false: it was spent on a full disk and could not be made again yet).
-    public var hasReserve: Bool { reserveHeld.withLock { $0 } }
+    public var hasReserve: Bool { !isDurable || reserveHeld.withLock { $0 } }
 
     /// Makes the reserve file if it is not there; false if the disk has no room for it.
     @discardableResult
     public func ensureReserve() -> Bool {
-        reserveHeld.withLock { held in
+        // In memory, there is no disk to fill.
+        guard isDurable else { return true }
+        return reserveHeld.withLock { held in
             if held { return true }
             let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return false }
@@ -307,6 +416,8 @@ public final class Journal: Sendable {
             }
         } catch let error where error.isDiskFull && releaseReserve() {
             try write(what, body)
+        } catch let error where error.isUnwritable && fallBackToMemory(because: error) {
+            try write(what, body)
         } catch {
             throw failure(what, error)
         }
@@ -324,19 +435,20 @@ public final class Journal: Sendable {
     }
 
     /// Finds the jobs the previous daemon left unfinished: a job counts as heard only once its end is recorded,
-    /// so every one not recorded as finished — waiting, or cut off while playing — is spoken again, in full
-    /// (see docs/protocol.md, "Durability").
-    public func recover(nowMs: Int64) throws(AnnounceError) -> Recovery {
+    /// so every one not recorded as finished — waiting, or cut off while playing, even in its last buffer (no
+    /// device plays a dead writer's samples out for sure: docs/protocol.md, "Durability") — is spoken again, in full.
+    public func recover() throws(AnnounceError) -> Recovery {
         try read("be read at start") { (db) throws(SQLiteError) in
             let pending = try JobRecord.fetchAll(db, where: "state IN ('queued', 'playing') ORDER BY id")
             return Recovery(pending: pending, interrupted: pending.filter { $0.state == "playing" }.count)
         }
     }
 
-    /// The order ids accepted at or after `sinceMs`, for the de-duplication window.
-    public func dedupEntries(sinceMs: Int64) throws(AnnounceError) -> [DedupWindow.Entry] {
+    /// The order ids accepted less than `windowMs` before `now`, for the de-duplication window: their acceptance
+    /// on `now`'s boot clock (``ClockStamp/age(at:)``).
+    public func dedupEntries(now: ClockStamp, windowMs: Int64) throws(AnnounceError) -> [DedupWindow.Entry] {
         try read("read the de-duplication window") { (db) throws(SQLiteError) in
-            try DedupRecord.fetchAll(db, sinceMs: sinceMs).map(\.entry)
+            try DedupRecord.fetchAll(db).filter { $0.accepted.age(at: now) < windowMs }.map { $0.entry(now: now) }
         }
     }
 
@@ -420,19 +532,27 @@ public final class Journal: Sendable {
 
     // MARK: Housekeeping
 
-    /// Forgets finished jobs that ended before `jobsBeforeMs` and order ids accepted before `ordersBeforeMs`.
-    /// Returns how many jobs and orders were removed.
+    /// Forgets finished jobs that ended `keepMs` or more before `now` and order ids accepted `windowMs` or more
+    /// before it, ages taken as ``ClockStamp/age(at:)`` does: on the boot clock within `now`'s boot, else on the
+    /// wall clock (never negative). Returns how many jobs and orders were removed.
     @discardableResult
-    public func purge(jobsBeforeMs: Int64, ordersBeforeMs: Int64) throws(AnnounceError) -> (jobs: Int, orders: Int) {
+    public func purge(now: ClockStamp, keepMs: Int64, windowMs: Int64) throws(AnnounceError) -> (jobs: Int, orders: Int) {
         try write("be purged") { (db) throws(SQLiteError) in
-            try db.execute("DELETE FROM dedup WHERE accepted_at < ?", ordersBeforeMs)
+            try db.execute(
+                """
+                DELETE FROM dedup
+                WHERE (CASE WHEN boot = ?1 THEN ?2 - boot_ms ELSE ?3 - accepted_at END) >= ?4
+                """,
+                now.boot, now.bootMs, now.wallMs, windowMs)
             let orders = db.changes
             let condition = """
-                state NOT IN ('queued', 'playing') AND finished_at < ? AND id NOT IN (SELECT job_id FROM dedup)
+                state NOT IN ('queued', 'playing') AND id NOT IN (SELECT job_id FROM dedup)
+                AND (CASE WHEN finished_boot = ?1 THEN ?2 - finished_boot_ms ELSE ?3 - finished_at END) >= ?4
                 """
+            let arguments: [any SQLiteBindable] = [now.boot, now.bootMs, now.wallMs, keepMs]
             // The payment totals keep what is forgotten (Journal+Totals.swift).
-            try Self.carryPaymentTotals(db, condition: condition, arguments: [jobsBeforeMs])
-            try db.execute("DELETE FROM job WHERE " + condition, jobsBeforeMs)
+            try Self.carryPaymentTotals(db, condition: condition, arguments: arguments)
+            try db.execute("DELETE FROM job WHERE " + condition, arguments: arguments)
             return (db.changes, orders)
         }
     }

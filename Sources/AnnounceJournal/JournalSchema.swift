@@ -39,6 +39,24 @@ enum JournalSchema {
             // (after a device failure, or because the daemon stopped before its end was heard).
             try db.executeScript(#"ALTER TABLE "job" ADD COLUMN "attempts" INTEGER NOT NULL DEFAULT 0"#)
         },
+        Migration(identifier: "v3: boot clock") { (db) throws(SQLiteError) in
+            // Each time also on the kernel's boot clock, with the boot it belongs to (`ClockStamp`): durations
+            // within a boot survive a wall-clock jump, and the wall times of a boot are corrected once its clock
+            // is trusted. Rows from before have none and are aged by the wall clock; their order ids count as
+            // stamped by a trusted clock.
+            try db.executeScript(
+                """
+                ALTER TABLE job ADD COLUMN accepted_boot TEXT;
+                ALTER TABLE job ADD COLUMN accepted_boot_ms INTEGER;
+                ALTER TABLE job ADD COLUMN started_boot TEXT;
+                ALTER TABLE job ADD COLUMN started_boot_ms INTEGER;
+                ALTER TABLE job ADD COLUMN finished_boot TEXT;
+                ALTER TABLE job ADD COLUMN finished_boot_ms INTEGER;
+                ALTER TABLE dedup ADD COLUMN boot TEXT;
+                ALTER TABLE dedup ADD COLUMN boot_ms INTEGER;
+                ALTER TABLE dedup ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1;
+                """)
+        },
     ]
 
     /// The identifiers of the migrations applied to the file.

@@ -35,6 +35,11 @@ struct SQLiteError: Error, Equatable, CustomStringConvertible {
     var isCorruption: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
     /// Another connection holds the lock, longer than the busy timeout: SQLITE_BUSY, SQLITE_LOCKED.
     var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    /// The file cannot be written any more: a file system remounted read-only, an I/O error (a worn flash card),
+    /// the file or its folder made unusable underneath (not a full disk: that has the reserve).
+    var isUnwritable: Bool {
+        [SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM].contains(primaryCode)
+    }
 
     /// `sqlite3_step: database or disk is full (SQLITE_FULL) in "UPDATE job SET …"`.
     var description: String {
@@ -208,11 +213,13 @@ final class SQLiteConnection {
 
     /// Opens `path` (creating it if `readOnly` is false). `busyTimeoutMs`: how long a statement waits for another
     /// connection's lock before failing with SQLITE_BUSY.
-    init(path: String, readOnly: Bool = false, busyTimeoutMs: Int32 = 5_000) throws(SQLiteError) {
+    /// `uri`: `path` is a `file:` URI (with parameters such as `immutable=1`).
+    init(path: String, readOnly: Bool = false, uri: Bool = false, busyTimeoutMs: Int32 = 5_000) throws(SQLiteError) {
         self.path = path
         var handle: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+            | (uri ? SQLITE_OPEN_URI : 0)
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK, let handle else {
             // A handle is returned even when the open fails (unless memory ran out); it holds the message.
@@ -227,6 +234,24 @@ final class SQLiteConnection {
     }
 
     deinit { close() }
+
+    /// Copies the whole database into `destination`, replacing what it held (SQLite's online backup).
+    func copy(into destination: SQLiteConnection) throws(SQLiteError) {
+        let source = try open()
+        let target = try destination.open()
+        guard let backup = sqlite3_backup_init(target, "main", source, "main") else {
+            throw SQLiteError(
+                function: "sqlite3_backup_init", code: sqlite3_errcode(target),
+                message: String(cString: sqlite3_errmsg(target)))
+        }
+        let step = sqlite3_backup_step(backup, -1)
+        let finish = sqlite3_backup_finish(backup)
+        guard step == SQLITE_DONE, finish == SQLITE_OK else {
+            throw SQLiteError(
+                function: "sqlite3_backup_step", code: step == SQLITE_DONE ? finish : step,
+                message: String(cString: sqlite3_errmsg(target)))
+        }
+    }
 
     /// Finalizes the cached statements and closes the connection (a WAL database is checkpointed when its last
     /// connection closes). Using the connection afterwards throws SQLITE_MISUSE.

@@ -32,6 +32,12 @@ public struct MosquittoError: Error, Sendable, Equatable, CustomStringConvertibl
     /// libmosquitto's text for a `MOSQ_ERR_*` code (e.g. the code `onDisconnect` reports).
     public static func text(_ code: Int32) -> String { String(cString: mosquitto_strerror(code)) }
 
+    /// Whether a code `onDisconnect` (or a failed loop) reports says the broker closed the connection: the stream
+    /// ended (`MOSQ_ERR_CONN_LOST`), rather than a network error or a keepalive running out. Over MQTT 3.1.1 it is
+    /// all a client sees when another client takes its session over (its client id), as when the broker shuts
+    /// down or refuses what was published.
+    public static func isClosedByBroker(_ code: Int32) -> Bool { code == Int32(MOSQ_ERR_CONN_LOST.rawValue) }
+
     /// Whether the code says the connection is gone (as opposed to a misuse or a resource problem).
     public var isConnectionLost: Bool {
         [MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_ERRNO, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_TLS, MOSQ_ERR_PROTOCOL]

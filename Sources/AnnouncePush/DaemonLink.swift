@@ -57,6 +57,21 @@ public struct DaemonLink: Sendable {
         return .unavailable("\(error.code): \(error.message)")
     }
 
+    /// The payment's job once it is final, waiting at most `timeout` seconds; nil if it is not by then. Asked as the
+    /// same `say` with `wait`: the daemon answers it as a duplicate once the original job has finished (nothing new
+    /// is queued).
+    public func final(of payment: VerifiedPayment, timeout: Double) -> JobInfo? {
+        var request = payment.request
+        request.wait = true
+        do {
+            let client = try Client(path: socketPath, timeout: max(0.1, timeout))
+            guard let job = try client.send(request).last?.job, job.state.isFinal else { return nil }
+            return job
+        } catch {
+            return nil
+        }
+    }
+
     /// Asks the daemon to speak a status prompt; returns the refusal or failure, nil when queued.
     public func prompt(_ name: String) -> String? {
         let (answer, failure) = exchange(Request(op: "prompt", prompt: name))
@@ -67,6 +82,28 @@ public struct DaemonLink: Sendable {
     /// The daemon's `status` (what it may be asked by this peer, its dedup window), nil if it cannot be had.
     public func status() -> DaemonStatus? {
         exchange(Request(op: "status")).reply?.status
+    }
+
+    /// What the daemon said to `corpus` (load the pushed clips installed now).
+    public enum CorpusReload: Sendable, Equatable {
+        /// What it has loaded (its `error` says why a newer version could not be).
+        case loaded(DaemonStatus.Corpus)
+        /// It loads no pushed clips, or refuses this user: asking again will not help.
+        case refused(ErrorInfo)
+        /// It cannot be asked now (down, busy, stopping): ask again later.
+        case unavailable(String)
+    }
+
+    /// Asks the daemon to load the version of the pushed clips its corpus folder holds now.
+    public func reloadCorpus() -> CorpusReload {
+        let (answer, failure) = exchange(Request(op: "corpus"))
+        guard let reply = answer else { return .unavailable(failure) }
+        if reply.ok, let corpus = reply.corpus { return .loaded(corpus) }
+        guard let error = reply.error else { return .unavailable("the daemon replied without the pushed clips") }
+        if error.code == AnnounceError.Code.notFound.rawValue || error.code == AnnounceError.Code.badRequest.rawValue {
+            return .refused(error)
+        }
+        return .unavailable("\(error.code): \(error.message)")
     }
 
     /// Whether the daemon answers.

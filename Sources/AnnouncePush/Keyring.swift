@@ -1,5 +1,5 @@
 import AnnounceCore
-import Crypto
+import AnnounceCrypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -15,7 +15,7 @@ public struct Keyring: Sendable {
     /// Shortest key accepted, in bytes (128 bits).
     public static let minimumKeyBytes = 16
 
-    /// Raw key bytes (a `SymmetricKey` is made per use: it is not `Sendable`).
+    /// Raw key bytes by key id.
     private var keys: [String: [UInt8]]
 
     public init() { keys = [:] }
@@ -43,9 +43,9 @@ public struct Keyring: Sendable {
 
     public var ids: [String] { keys.keys.sorted() }
 
-    public func key(_ id: String) -> SymmetricKey? { keys[id].map { SymmetricKey(data: $0) } }
+    public func key(_ id: String) -> HMACKey? { keys[id].map { HMACKey($0) } }
 
-    /// The key's bytes (for what must be `Sendable`).
+    /// The key's bytes.
     public func bytes(_ id: String) -> [UInt8]? { keys[id] }
 
     static func decode(_ text: String, id: String) throws(AnnounceError) -> [UInt8] {
@@ -67,14 +67,30 @@ public struct Keyring: Sendable {
 
 /// Signs push messages (the publisher tool and the payment service's side of the format).
 public enum PushSigner {
-    public static func signature(of message: PushMessage, key: SymmetricKey) -> String {
-        let code = HMAC<SHA256>.authenticationCode(for: Data(message.canonical.utf8), using: key)
-        return code.map { cFormat("%02x", UInt32($0)) }.joined()
+    public static func signature(of message: PushMessage, key: HMACKey) -> String {
+        signature(of: message.canonical, key: key)
     }
 
-    public static func sign(_ message: PushMessage, key: SymmetricKey) -> PushMessage {
+    /// Lowercase hex HMAC-SHA256 of a message's canonical text (any kind of message).
+    public static func signature(of canonical: String, key: [UInt8]) -> String {
+        signature(of: canonical, key: HMACKey(key))
+    }
+
+    /// The same with a key.
+    public static func signature(of canonical: String, key: HMACKey) -> String {
+        HMAC.code(.sha256, key: key, message: canonical.utf8).map { cFormat("%02x", UInt32($0)) }.joined()
+    }
+
+    public static func sign(_ message: PushMessage, key: HMACKey) -> PushMessage {
         var signed = message
         signed.signature = signature(of: signed, key: key)
+        return signed
+    }
+
+    /// The same with the key's bytes.
+    public static func sign(_ message: PushMessage, key: [UInt8]) -> PushMessage {
+        var signed = message
+        signed.signature = signature(of: message.canonical, key: key)
         return signed
     }
 }
@@ -102,7 +118,8 @@ public struct VerifiedPayment: Sendable, Equatable {
     }
 }
 
-/// Checks a payload: shape, device, key id, signature, then creation time against the window, then the amount.
+/// Checks a payload: shape, device, key id, signature (``authenticate(_:)``), then creation time against the window,
+/// the currency and the amount (``judge(_:nowMs:)``).
 public struct PushVerifier: Sendable {
     public var device: String
     public var keyring: Keyring
@@ -131,20 +148,46 @@ public struct PushVerifier: Sendable {
     }
 
     public func verify(_ message: PushMessage, nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
-        guard message.device == device else {
-            throw AnnounceError(.wrongDevice, "signed for device \"\(message.device)\", this is \"\(device)\"")
+        try authenticate(message)
+        return try judge(message, nowMs: nowMs)
+    }
+
+    /// The first half of ``verify(_:nowMs:)``: the message is for this device and was signed with one of its keys.
+    /// A message that fails here (`wrong_device`, `unknown_key`, `bad_signature`) may be anyone's: nothing about
+    /// it can be reported back to the service as this device's word (no receipt).
+    public func authenticate(_ message: PushMessage) throws(AnnounceError) {
+        try authenticate(
+            device: message.device, keyID: message.keyID, canonical: message.canonical, signature: message.signature)
+    }
+
+    /// The same for a corpus push (``CorpusMessage``): the same keys, the same rules.
+    public func authenticate(_ message: CorpusMessage) throws(AnnounceError) {
+        try authenticate(
+            device: message.device, keyID: message.keyID, canonical: message.canonical, signature: message.signature)
+    }
+
+    /// Any kind of message: signed for this device, with one of its keys, over exactly this canonical text.
+    func authenticate(device signedFor: String, keyID: String, canonical: String, signature: String?)
+        throws(AnnounceError)
+    {
+        guard signedFor == device else {
+            throw AnnounceError(.wrongDevice, "signed for device \"\(signedFor)\", this is \"\(device)\"")
         }
-        guard let key = keyring.key(message.keyID) else {
+        guard let key = keyring.key(keyID) else {
             throw AnnounceError(
-                .unknownKey,
-                "key id \"\(message.keyID)\" is not in the key ring (\(keyring.ids.joined(separator: ", ")))")
+                .unknownKey, "key id \"\(keyID)\" is not in the key ring (\(keyring.ids.joined(separator: ", ")))")
         }
-        guard let hex = message.signature, let given = Self.bytes(hex: hex),
-            HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(message.canonical.utf8), using: key)
+        guard let hex = signature, let given = Self.bytes(hex: hex),
+            HMAC.isValid(given, .sha256, key: key, message: canonical.utf8)
         else {
-            throw AnnounceError(.badSignature, "the signature does not match (key \"\(message.keyID)\")")
+            throw AnnounceError(.badSignature, "the signature does not match (key \"\(keyID)\")")
         }
-        let age = nowMs - message.createdAt
+    }
+
+    /// A message's creation time against a window of `maximumAgeMs` back and ``maximumFutureMs`` ahead (`stale`,
+    /// `future`).
+    public func checkWindow(createdAt: Int64, nowMs: Int64, maximumAgeMs: Int64) throws(AnnounceError) {
+        let age = nowMs - createdAt
         if age > maximumAgeMs {
             throw AnnounceError(
                 .stale, "created \(Self.seconds(age)) s ago; the window is \(Self.seconds(maximumAgeMs)) s")
@@ -156,9 +199,17 @@ public struct PushVerifier: Sendable {
                     + "at most \(Self.seconds(maximumFutureMs)) s of clock skew is allowed"
             )
         }
+    }
+
+    /// The second half of ``verify(_:nowMs:)``, for a message ``authenticate(_:)`` passed: its creation time against
+    /// the window (`stale`, `future`: ``isTimeWindow(_:)``), then whether it can be spoken here
+    /// (`unsupported_currency`, `invalid_amount`). A refusal here is about a payment the service really sent this
+    /// device, so the service is told (a `refused` receipt).
+    public func judge(_ message: PushMessage, nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
+        try checkWindow(createdAt: message.createdAt, nowMs: nowMs, maximumAgeMs: maximumAgeMs)
         guard currencies.contains(message.currency) else {
             throw AnnounceError(
-                .malformed,
+                .unsupportedCurrency,
                 "currency \(message.currency) is not spoken here (\(currencies.sorted().joined(separator: ", ")))")
         }
         let amount: Amount
@@ -174,6 +225,10 @@ public struct PushVerifier: Sendable {
             message: message, amount: amount, style: message.style ?? reading.style,
             liang: message.liang ?? reading.liang)
     }
+
+    /// Whether a refusal is the time window's (`stale`, `future`): a judgement of the terminal's clock, which is only
+    /// final if that clock can be trusted (``ClockWatch``).
+    public static func isTimeWindow(_ code: AnnounceError.Code) -> Bool { code == .stale || code == .future }
 
     static func bytes(hex: String) -> [UInt8]? {
         let digits = Array(hex.utf8)

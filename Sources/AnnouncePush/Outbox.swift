@@ -136,8 +136,10 @@ public final class Outbox: Sendable {
 
     /// The connection ended. `byBroker`: the broker (or the network) closed it, not this listener. The message in
     /// flight, if any, is sent again on the next connection (a new client: libmosquitto keeps nothing across);
-    /// if the broker closed the connection just after it was sent, that counts against it.
-    func connectionEnded(byBroker: Bool) {
+    /// if the broker closed the connection just after it was sent, that counts against it, and it is returned: the
+    /// closure is explained (``TakeoverWatch`` does not count it as a takeover).
+    @discardableResult
+    func connectionEnded(byBroker: Bool) -> Item? {
         let struck = state.withLock { state -> (Item, Int)? in
             guard let inFlight = state.inFlight else { return nil }
             // A status in flight is not put back: the reporter publishes a fresh one at the next connection.
@@ -150,7 +152,7 @@ public final class Outbox: Sendable {
             state.strikes[inFlight.item] = count
             return (inFlight.item, count)
         }
-        guard let (item, count) = struck else { return }
+        guard let (item, count) = struck else { return nil }
         if count >= Self.strikeLimit {
             setAside(
                 item,
@@ -161,6 +163,7 @@ public final class Outbox: Sendable {
                 "the broker closed the connection just after a publish",
                 metadata: ["item": "\(item)", "times": "\(count)"])
         }
+        return item
     }
 
     private func setAside(_ item: Item, reason: String) {

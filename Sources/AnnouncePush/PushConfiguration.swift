@@ -31,6 +31,9 @@ public struct PushConfiguration: Sendable {
     public var connectTimeoutSeconds = 10.0
     /// Capped exponential backoff between connection attempts.
     public var reconnect = Backoff.Policy(initialSeconds: 1, maximumSeconds: 60)
+    /// How a client taking this client id's session is told from a lost connection, and the wait after each
+    /// takeover once it is (`broker.conflict_reconnect_min`/`_max`).
+    public var takeover = TakeoverWatch.Policy()
 
     /// The daemon's socket.
     public var socketPath: String
@@ -44,6 +47,10 @@ public struct PushConfiguration: Sendable {
     public var maximumAgeSeconds = 600.0
     public var maximumFutureSeconds = 60.0
     public var currencies: Set<String> = ["CNY"]
+    /// Where the listener learns that the system clock was set right (`security.clock_sync`), and how long it
+    /// leaves payments the clock calls stale or future with the broker until then (`security.clock_wait`).
+    public var clockSync = ClockSync.kernel
+    public var clockWaitSeconds = 600.0
 
     public var prompts = StatusPrompter.Policy()
     /// How payments are read when a message does not say (`[reading]`): style and 两; unset, the daemon decides.
@@ -64,6 +71,18 @@ public struct PushConfiguration: Sendable {
     public var receiptTopic: String
     /// The key that signs receipts: `receiptKeyID`, else the last key id by name.
     public var receiptKeyID: String?
+
+    /// Corpus pushes (pushed clips, docs/push.md "Corpus push"): accepted (`corpus.enabled`), kept in
+    /// `corpusDirectory` (`<state_dir>/corpus` unless `corpus.directory` says), under `corpusRules`.
+    public var corpusEnabled = true
+    public var corpusDirectoryOverride: String?
+    public var corpusRules = CorpusRules()
+    /// The folder of pushed clips: the daemon's `corpus` setting must name it.
+    public var corpusDirectory: String { corpusDirectoryOverride ?? Path.join(stateDirectory, "corpus") }
+
+    /// `[alibaba]`: speak to the Alibaba Cloud IoT Platform's thing model (千里传音) instead of our own channel
+    /// (docs/push.md, "Alibaba Cloud IoT Platform"). Nil: our own channel.
+    public var alibaba: AlibabaThingSettings?
 
     public init(device: String, broker: MQTTEndpoint, socketPath: String) {
         self.device = device
@@ -89,13 +108,18 @@ public struct PushConfiguration: Sendable {
         "broker.connect_timeout": 0.001...3600,
         "broker.reconnect_min": 0.001...3600,
         "broker.reconnect_max": 0.001...3600,
+        "broker.conflict_reconnect_min": 0.001...86_400,
+        "broker.conflict_reconnect_max": 0.001...86_400,
         "daemon.hold": 0.001...3600,
         "daemon.timeout": 0.001...3600,
         "security.max_age": 0.001...7 * 86_400,
         "security.max_future": 0...86_400,
+        "security.clock_wait": 0...86_400,
         "prompts.lost_after": 0...86_400,
         "prompts.min_interval": 0...86_400,
         "status.refresh": 10...86_400,
+        "corpus.timeout": 1...3600,
+        "corpus.max_age": 0.001...30 * 86_400,
     ]
 
     static func durationRange(_ name: String) -> ClosedRange<Double> {
@@ -147,10 +171,13 @@ public struct PushConfiguration: Sendable {
         mutating func read(_ root: TOMLTable) -> PushConfiguration? {
             let known = [
                 "device", "socket", "log_level", "broker", "daemon", "security", "keys", "prompts", "reading", "metrics",
-                "state_dir", "status", "receipts",
+                "state_dir", "status", "receipts", "corpus", "alibaba",
             ]
             for key in root.keys where !known.contains(key) { problem(key, "unknown key") }
-            guard let device = string(root, "device", "device") else {
+            let alibabaTable = table(root, "alibaba")
+            // Under the Alibaba Cloud thing model the device is its DeviceName unless `device` says otherwise.
+            let alibabaDevice = alibabaTable.flatMap { $0["device_name"]?.string }
+            guard let device = string(root, "device", "device") ?? alibabaDevice else {
                 problem("device", "is required (this terminal's id, e.g. \"T1000123\")")
                 return nil
             }
@@ -189,7 +216,8 @@ public struct PushConfiguration: Sendable {
                 }
                 do { configuration.keyring = try Keyring(encoded: encoded) } catch { problem("keys", error.message) }
             }
-            if configuration.keyring.ids.isEmpty {
+            if let alibabaTable { readAlibaba(alibabaTable, &configuration) }
+            if configuration.keyring.ids.isEmpty, configuration.alibaba == nil {
                 problem("keys", "at least one key is required ([keys] k1 = \"hex:…\"); nothing verifies without")
             }
             if let prompts = table(root, "prompts") { readPrompts(prompts, &configuration) }
@@ -204,6 +232,25 @@ public struct PushConfiguration: Sendable {
             }
             if let status = table(root, "status") { readStatus(status, &configuration) }
             if let receipts = table(root, "receipts") { readReceipts(receipts, &configuration) }
+            if let corpus = table(root, "corpus") { readCorpus(corpus, &configuration) }
+            if configuration.corpusEnabled, !configuration.receiptsEnabled {
+                problem(
+                    "corpus.enabled",
+                    "corpus pushes need receipts.enabled (a push is kept with what is owed for it until its receipt)")
+            }
+            if let alibaba = configuration.alibaba {
+                // The platform's topics and sign-in replace ours; it keeps no retained status and no last will.
+                configuration.clientID = alibaba.signIn.clientID
+                configuration.username = alibaba.signIn.username
+                configuration.password = alibaba.signIn.password
+                configuration.topics = alibaba.subscriptions
+                configuration.statusEnabled = false
+                configuration.receiptsEnabled = true
+                configuration.receiptTopic = alibaba.eventTopic(AlinkThing.speechUpdateEvent)
+                if !endpoint.tls, !alibaba.allowPlainMQTT {
+                    problem("broker.url", "the Alibaba Cloud IoT Platform is reached over TLS: use mqtts://")
+                }
+            }
             if let kid = configuration.receiptKeyID, configuration.keyring.key(kid) == nil {
                 problem("receipts.kid", "no key \"\(kid)\" in [keys]")
             }
@@ -255,6 +302,10 @@ public struct PushConfiguration: Sendable {
                     if let seconds = duration(broker, key, name) { c.reconnect.initialSeconds = seconds }
                 case "reconnect_max":
                     if let seconds = duration(broker, key, name) { c.reconnect.maximumSeconds = seconds }
+                case "conflict_reconnect_min":
+                    if let seconds = duration(broker, key, name) { c.takeover.backoff.initialSeconds = seconds }
+                case "conflict_reconnect_max":
+                    if let seconds = duration(broker, key, name) { c.takeover.backoff.maximumSeconds = seconds }
                 case "tls":
                     guard let tls = broker[key]?.table else {
                         problem(name, "must be a table ([broker.tls])")
@@ -276,6 +327,9 @@ public struct PushConfiguration: Sendable {
             }
             if c.reconnect.maximumSeconds < c.reconnect.initialSeconds {
                 problem("broker.reconnect_max", "must not be less than broker.reconnect_min")
+            }
+            if c.takeover.backoff.maximumSeconds < c.takeover.backoff.initialSeconds {
+                problem("broker.conflict_reconnect_max", "must not be less than broker.conflict_reconnect_min")
             }
             if (c.tls.certFile == nil) != (c.tls.keyFile == nil) {
                 problem("broker.tls", "cert_file and key_file go together")
@@ -303,6 +357,14 @@ public struct PushConfiguration: Sendable {
                 switch key {
                 case "max_age": if let seconds = duration(security, key, name) { c.maximumAgeSeconds = seconds }
                 case "max_future": if let seconds = duration(security, key, name) { c.maximumFutureSeconds = seconds }
+                case "clock_sync":
+                    guard let text = string(security, key, name) else { continue }
+                    if let sync = ClockSync(text: text) {
+                        c.clockSync = sync
+                    } else {
+                        problem(name, ClockSync.expected)
+                    }
+                case "clock_wait": if let seconds = duration(security, key, name) { c.clockWaitSeconds = seconds }
                 case "currencies":
                     let list = security[key]?.array?.compactMap { $0.string } ?? []
                     if list.isEmpty || list.contains(where: { $0.count != 3 }) {
@@ -392,6 +454,85 @@ public struct PushConfiguration: Sendable {
                 default: problem(name, "unknown key")
                 }
             }
+        }
+
+        mutating func readCorpus(_ corpus: TOMLTable, _ c: inout PushConfiguration) {
+            for key in corpus.keys {
+                let name = "corpus.\(key)"
+                switch key {
+                case "enabled": if let flag = bool(corpus, key, name) { c.corpusEnabled = flag }
+                case "directory":
+                    if let text = string(corpus, key, name) {
+                        if text.isEmpty { problem(name, "must not be empty") } else { c.corpusDirectoryOverride = file(text) }
+                    }
+                case "max_clips": if let value = count(corpus, key, name, 1...10_000) { c.corpusRules.maximumClips = value }
+                case "max_bytes":
+                    if let value = count(corpus, key, name, 1024...(1 << 34)) { c.corpusRules.maximumBytes = value }
+                case "max_clip_bytes":
+                    if let value = count(corpus, key, name, 64...(1 << 30)) { c.corpusRules.maximumClipBytes = value }
+                case "allow_http": if let flag = bool(corpus, key, name) { c.corpusRules.allowPlainHTTP = flag }
+                case "ca_file": if let text = string(corpus, key, name) { c.corpusRules.caFile = file(text) }
+                case "timeout":
+                    if let seconds = duration(corpus, key, name) { c.corpusRules.downloadTimeoutSeconds = seconds }
+                case "attempts": if let value = count(corpus, key, name, 1...10) { c.corpusRules.attempts = value }
+                case "max_age": if let seconds = duration(corpus, key, name) { c.corpusRules.maximumAgeSeconds = seconds }
+                default: problem(name, "unknown key")
+                }
+            }
+        }
+
+        mutating func readAlibaba(_ alibaba: TOMLTable, _ c: inout PushConfiguration) {
+            var productKey: String?
+            var deviceName: String?
+            var secret: String?
+            var settings = AlibabaThingSettings.Options()
+            for key in alibaba.keys {
+                let name = "alibaba.\(key)"
+                switch key {
+                case "product_key": productKey = string(alibaba, key, name)
+                case "device_name": deviceName = string(alibaba, key, name)
+                case "device_secret": secret = string(alibaba, key, name)
+                case "device_secret_file": if let path = string(alibaba, key, name) { secret = self.secret(file: path, name) }
+                case "client_id": if let text = string(alibaba, key, name) { settings.clientID = text }
+                case "sign_method":
+                    guard let text = string(alibaba, key, name) else { continue }
+                    if let method = AlibabaSignIn.Method(rawValue: text) {
+                        settings.method = method
+                    } else {
+                        problem(name, "must be \"hmacsha256\" or \"hmacsha1\"")
+                    }
+                case "timestamp":
+                    guard let text = string(alibaba, key, name) else { continue }
+                    if text == "now" || (!text.isEmpty && text.utf8.allSatisfy { (0x30...0x39).contains($0) }) {
+                        settings.timestamp = text
+                    } else {
+                        problem(name, "must be Unix milliseconds as text, or \"now\"")
+                    }
+                case "delete_all_service": if let text = string(alibaba, key, name) { settings.deleteAllService = text }
+                case "allow_plain_mqtt": if let flag = bool(alibaba, key, name) { settings.allowPlainMQTT = flag }
+                default: problem(name, "unknown key")
+                }
+            }
+            guard let productKey, let deviceName, let secret else {
+                problem("alibaba", "product_key, device_name and device_secret (or device_secret_file) are required")
+                return
+            }
+            do {
+                c.alibaba = try AlibabaThingSettings(
+                    productKey: productKey, deviceName: deviceName, deviceSecret: secret, options: settings)
+            } catch {
+                problem("alibaba", error.message)
+            }
+        }
+
+        /// A whole number within `range`.
+        mutating func count(_ table: TOMLTable, _ key: String, _ name: String, _ range: ClosedRange<Int>) -> Int? {
+            guard let value = table[key] else { return nil }
+            guard let number = value.int, range.contains(number) else {
+                problem(name, "must be a whole number \(range.lowerBound)…\(range.upperBound)")
+                return nil
+            }
+            return number
         }
 
         /// A topic to publish to: no wildcards, not empty.

@@ -19,9 +19,14 @@ import Synchronization
 ///   acknowledges it, across disconnections of either side;
 /// - a message is acknowledged (PUBACK) only after `onMessage` returns, see ``MQTTClient``; it returns after the
 ///   daemon accepted the payment, recognised it as a duplicate, or refused it for good — or after the message was
-///   refused here (forged, stale, malformed: it can never become valid);
+///   refused here (forged, stale, malformed: it can never become valid); a correctly signed payment refused here or
+///   by the daemon has its `refused` receipt on disk first;
 /// - if the daemon cannot take it, the message is retried for `holdSeconds`; then the connection is dropped
 ///   without the PUBACK, the listener waits until the daemon answers again, reconnects, and the broker redelivers;
+/// - the same for a payment the clock calls stale or future while the clock cannot be trusted (``ClockWatch``): it
+///   is left with the broker until the clock can be trusted, then judged;
+/// - another client taking the session over (the same client id: a cloned image) is recognised and given way to
+///   (``TakeoverWatch``);
 /// - a message handled but whose PUBACK was lost is redelivered and the daemon answers `duplicate` (dedup by order
 ///   id), so it is spoken once.
 ///
@@ -31,6 +36,8 @@ public final class PushListener: Sendable {
     let logger: Logger
     let daemon: DaemonLink
     let metrics: PushMetrics
+    /// This run's instance id, the clock and what else the status says of the listener itself.
+    public let report: ListenerReport
     private let stopping = Mutex(false)
 
     public init(configuration: PushConfiguration, logger: Logger, metrics: PushMetrics = PushMetrics()) {
@@ -38,6 +45,8 @@ public final class PushListener: Sendable {
         self.logger = logger
         self.metrics = metrics
         daemon = DaemonLink(socketPath: configuration.socketPath, timeoutSeconds: configuration.daemonTimeoutSeconds)
+        report = ListenerReport(
+            clock: ClockWatch(source: configuration.clockSync, waitSeconds: configuration.clockWaitSeconds))
     }
 
     /// Asks `run()` to finish: a message being held stays unacknowledged, the session is closed with DISCONNECT.
@@ -50,7 +59,7 @@ public final class PushListener: Sendable {
     public func run() throws(AnnounceError) {
         // A write to a connection the broker (or this listener) closed must fail, not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        let fleet = try FleetLink(configuration: configuration, daemon: daemon, logger: logger)
+        let fleet = try FleetLink(configuration: configuration, daemon: daemon, report: report, logger: logger)
         let session: Session
         do {
             session = try Session(listener: self, fleet: fleet)
@@ -67,7 +76,17 @@ public final class PushListener: Sendable {
     /// The state of one run, touched only by the thread in `run()` (libmosquitto's callbacks run there too).
     private final class Session {
         enum State { case idle, connecting, connected, abandoned, closed }
-        enum DropReason { case network, daemonUnavailable }
+        /// Why the last connection ended, which decides the wait before the next.
+        enum DropReason: Equatable {
+            /// Lost, refused or never made: the reconnect backoff, and the status prompts.
+            case network
+            /// Left for the broker to redeliver: reconnect as soon as the daemon answers.
+            case daemonUnavailable
+            /// Left for the broker to redeliver: reconnect as soon as the clock can judge the payment.
+            case clockUntrusted
+            /// Taken over by another client with this client id: give way for `seconds`.
+            case takenOver(seconds: Double)
+        }
 
         let listener: PushListener
         let configuration: PushConfiguration
@@ -85,9 +104,20 @@ public final class PushListener: Sendable {
         var state = State.idle
         var dropReason = DropReason.network
         var attemptStarted = ContinuousClock.now
+        /// When the broker accepted the current connection (nil: none accepted).
+        var connectedAt: ContinuousClock.Instant?
+        /// The broker itself closed the current connection, and nothing published explains it.
+        var closedByBroker = false
         var backoff: Backoff
+        var takeover: TakeoverWatch
+        /// The clock's state when last looked at (nil: not yet), to log each change once.
+        var clockState: ClockWatch.State?
         var prompter: StatusPrompter
         let started = ContinuousClock.now
+        /// The Alibaba Cloud thing model, when `[alibaba]` is set: its messages instead of ours.
+        let thing: AlinkThing?
+        /// The number of the next message posted to the platform (its `id`).
+        var postNumber: UInt64 = 1
 
         init(listener: PushListener, fleet: FleetLink) throws(MosquittoError) {
             self.listener = listener
@@ -96,8 +126,11 @@ public final class PushListener: Sendable {
             logger = listener.logger
             verifier = configuration.verifier
             backoff = Backoff(configuration.reconnect)
+            takeover = TakeoverWatch(configuration.takeover)
             prompter = StatusPrompter(policy: configuration.prompts, now: 0)
-            client = try Self.makeClient(configuration)
+            let rules = listener.configuration.corpusRules
+            thing = listener.configuration.alibaba.map { AlinkThing(settings: $0, rules: rules) }
+            client = try Self.makeClient(listener.configuration)
             installCallbacks()
         }
 
@@ -134,21 +167,32 @@ public final class PushListener: Sendable {
                     "broker": "\(configuration.broker)", "client_id": "\(configuration.clientID)",
                     "topics": "\(configuration.topics.joined(separator: ","))", "device": "\(configuration.device)",
                     "keys": "\(configuration.keyring.ids.joined(separator: ","))",
-                    "socket": "\(configuration.socketPath)",
+                    "socket": "\(configuration.socketPath)", "instance": "\(listener.report.instance)",
+                    "clock_sync": "\(configuration.clockSync)",
                 ])
+            _ = watchClock()
             while !listener.isStopping {
                 guard waitForDaemon() else { break }
                 connectAndServe()
                 if listener.isStopping { break }
-                switch dropReason {
+                let reason = dropReason
+                dropReason = .network
+                switch reason {
                 case .daemonUnavailable:
                     // Not a network problem: no prompt, no backoff; reconnect as soon as the daemon answers.
-                    dropReason = .network
+                    break
+                case .clockUntrusted:
+                    // Nor this: reconnect as soon as the payment can be judged.
+                    waitForClock()
                 case .network:
                     prompter.disconnected(now: now)
                     let delay = backoff.next()
                     logger.debug("reconnecting", metadata: ["in_s": "\(cFormat("%.1f", delay))"])
                     pause(seconds: delay)
+                case .takenOver(let seconds):
+                    // Disconnected all the same, as far as the shop can tell: the prompts say so.
+                    prompter.disconnected(now: now)
+                    pause(seconds: seconds)
                 }
             }
             close()
@@ -216,6 +260,8 @@ public final class PushListener: Sendable {
                     installCallbacks()
                 }
                 connections += 1
+                connectedAt = nil
+                closedByBroker = false
                 if configuration.statusEnabled, !willRefused {
                     try client.setWill(
                         topic: configuration.statusTopic, payload: fleet.offlineStatus(reason: "connection_lost"),
@@ -234,12 +280,17 @@ public final class PushListener: Sendable {
                     try client.loop(timeoutMilliseconds: 200)
                 } catch {
                     // Usually onDisconnect has already told; if not, tell here.
-                    if state == .connected { lost(reason: error.description) }
+                    if state == .connected { lost(reason: error.description, code: error.code) }
                     if state == .connecting { failedAttempt(reason: error.description) }
                     break
                 }
                 if state == .closed { break }
-                if state == .connected { publishFromOutbox() }
+                if state == .connected {
+                    publishFromOutbox()
+                    watchIdentity()
+                    if thing != nil, listener.report.takePropertiesDue() { postProperties() }
+                }
+                _ = watchClock()
                 if state == .connecting,
                     ContinuousClock.now - attemptStarted > .seconds(configuration.connectTimeoutSeconds)
                 {
@@ -265,6 +316,7 @@ public final class PushListener: Sendable {
             }
             state = .closed
             fleet.reporter?.connection(false)
+            judgeConnectionEnd()
         }
 
         func close() {
@@ -296,6 +348,7 @@ public final class PushListener: Sendable {
                 return
             }
             state = .connected
+            connectedAt = .now
             backoff.reset()
             prompter.connected(now: now)
             listener.metrics.brokerConnected()
@@ -313,6 +366,7 @@ public final class PushListener: Sendable {
                 }
             }
             fleet.reporter?.connection(true)
+            if thing != nil { listener.report.propertiesDueAgain() }
             publishFromOutbox()
         }
 
@@ -322,7 +376,7 @@ public final class PushListener: Sendable {
             case .connected where code == 0:
                 logger.info("disconnected from the broker")
                 fleet.outbox.connectionEnded(byBroker: false)
-            case .connected: lost(reason: "\(MosquittoError.text(code)) (\(code))")
+            case .connected: lost(reason: "\(MosquittoError.text(code)) (\(code))", code: code)
             case .connecting: failedAttempt(reason: "\(MosquittoError.text(code)) (\(code))")
             case .abandoned: fleet.outbox.connectionEnded(byBroker: false)
             default: break
@@ -330,12 +384,126 @@ public final class PushListener: Sendable {
             if state != .abandoned { state = .closed }
         }
 
-        func lost(reason: String) {
-            logger.warning(
-                "connection to the broker lost",
-                metadata: ["event": .event(.brokerLost), "broker": "\(configuration.broker)", "error": "\(reason)"])
-            fleet.outbox.connectionEnded(byBroker: true)
+        func lost(reason: String, code: Int32) {
+            var metadata: Logger.Metadata = [
+                "event": .event(.brokerLost), "broker": "\(configuration.broker)", "error": "\(reason)",
+            ]
+            if let connectedAt {
+                metadata["held_s"] = "\(cFormat("%.1f", (ContinuousClock.now - connectedAt).inSeconds))"
+            }
+            logger.warning("connection to the broker lost", metadata: metadata)
+            let explained = fleet.outbox.connectionEnded(byBroker: true)
+            closedByBroker = MosquittoError.isClosedByBroker(code) && explained == nil
             state = .closed
+        }
+
+        // MARK: Identity
+
+        /// The connection accepted last has ended: was it taken over by another client with this client id?
+        func judgeConnectionEnd() {
+            guard let since = connectedAt else { return }
+            connectedAt = nil
+            let held = (ContinuousClock.now - since).inSeconds
+            switch takeover.ended(heldSeconds: held, closedByBroker: closedByBroker) {
+            case .ordinary:
+                break
+            case .takenOver:
+                listener.metrics.takenOver()
+            case .conflict(let detected, let seconds):
+                listener.metrics.takenOver()
+                conflict(detected: detected, wait: seconds)
+            }
+        }
+
+        /// Another client uses this client id: say so, and give way for `wait` seconds rather than take the session
+        /// back at once (which would only make the two terminals take turns at the pace of the reconnect backoff).
+        func conflict(detected: Bool, wait: Double) {
+            dropReason = .takenOver(seconds: wait)
+            let metadata: Logger.Metadata = [
+                "event": .event(.identityConflict), "client_id": "\(configuration.clientID)",
+                "instance": "\(listener.report.instance)", "takeovers": "\(takeover.inARow)",
+                "wait_s": "\(cFormat("%.0f", wait))",
+            ]
+            guard detected else {
+                logger.warning(
+                    "taken over again by the other client with this client id; giving way", metadata: metadata)
+                return
+            }
+            listener.metrics.identityConflict(true)
+            listener.report.identityConflict(true)
+            logger.error(
+                """
+                another client is using client id \(configuration.clientID): a cloned image? see docs/deployment.md \
+                ("A cloned image"); giving way to it instead of taking the session back
+                """,
+                metadata: metadata)
+        }
+
+        /// Ends a conflict once a connection has lasted long enough without a takeover.
+        func watchIdentity() {
+            guard let connectedAt else { return }
+            let held = (ContinuousClock.now - connectedAt).inSeconds
+            guard takeover.held(seconds: held) else { return }
+            listener.metrics.identityConflict(false)
+            listener.report.identityConflict(false)
+            fleet.reporter?.changed()
+            logger.notice(
+                "no other client has taken this client id's session for a while: the conflict is over",
+                metadata: [
+                    "event": .event(.identityConflict), "client_id": "\(configuration.clientID)",
+                    "held_s": "\(cFormat("%.0f", held))",
+                ])
+        }
+
+        // MARK: The clock
+
+        /// The clock's state now; logs a change (and tells the status).
+        @discardableResult
+        func watchClock() -> ClockWatch.State {
+            let clock = listener.report.clock
+            let (now, detail) = clock.state(now: .now)
+            guard now != clockState else { return now }
+            let first = clockState == nil
+            clockState = now
+            listener.metrics.clock(now)
+            if !first { fleet.reporter?.changed() }
+            var metadata: Logger.Metadata = ["clock_sync": "\(configuration.clockSync)"]
+            if let detail { metadata["detail"] = "\(detail)" }
+            switch now {
+            case .trusted:
+                break
+            case .synchronized:
+                logger.info(
+                    first ? "the system clock is synchronised" : "the system clock is synchronised now",
+                    metadata: metadata)
+            case .waiting:
+                metadata["event"] = .event(.clockUnsynchronized)
+                metadata["wait_s"] = "\(cFormat("%.0f", clock.waitLeft()))"
+                logger.warning(
+                    """
+                    the system clock is not synchronised: a payment it calls stale or future is left with the broker \
+                    until it is (at most security.clock_wait)
+                    """,
+                    metadata: metadata)
+            case .unsynchronized:
+                metadata["event"] = .event(.clockUnsynchronized)
+                metadata["clock_wait_s"] = "\(cFormat("%.0f", clock.waitSeconds))"
+                logger.error(
+                    """
+                    the system clock is still not synchronised after security.clock_wait: judging payments by it all \
+                    the same; one it calls stale or future is refused although the clock may be wrong (check NTP)
+                    """,
+                    metadata: metadata)
+            }
+            return now
+        }
+
+        /// A payment was left with the broker because the clock cannot judge it: waits until it can (synchronised,
+        /// or `security.clock_wait` over), without prompts (the network is fine) or backoff.
+        func waitForClock() {
+            while !listener.isStopping, !watchClock().isFinal {
+                pause(seconds: 0.2, prompts: false)
+            }
         }
 
         // MARK: Status and receipts
@@ -387,6 +555,7 @@ public final class PushListener: Sendable {
         /// The first failed attempt after a connection is a warning; the following ones (every backoff step of an
         /// outage) are debug, so a long outage does not flood the journal.
         func failedAttempt(reason: String) {
+            takeover.attemptFailed()
             let metadata: Logger.Metadata = [
                 "broker": "\(configuration.broker)", "error": "\(reason)", "attempt": "\(backoff.attempts + 1)",
             ]
@@ -418,34 +587,65 @@ public final class PushListener: Sendable {
             // After an abandon, the rest of what was already read must not be acknowledged either.
             guard state == .connected else { return }
             listener.metrics.messageReceived()
+            if let thing { return receivedFromPlatform(message, thing) }
+            if CorpusMessage.kind(of: message.payload) == CorpusMessage.kind { return receivedCorpus(message) }
             var metadata: Logger.Metadata = ["topic": "\(message.topic)", "mid": "\(message.mid)"]
             let payment: VerifiedPayment
+            var parsed: PushMessage?
+            var signed = false
             do throws(AnnounceError) {
                 if message.retain {
                     throw AnnounceError(.malformed, "a retained message is not a payment notification")
                 }
-                payment = try verifier.verify(message.payload, nowMs: WallClockMs.now)
+                let readable = try PushMessage(payload: message.payload)
+                parsed = readable
+                try verifier.authenticate(readable)
+                signed = true
+                payment = try verifier.judge(readable, nowMs: WallClockMs.now)
             } catch {
-                listener.metrics.messageRefused(reason: error.code)
-                metadata["event"] = .event(.pushRefused)
-                metadata["reason"] = "\(error.code)"
-                metadata["error.code"] = "\(error.code)"
-                metadata["detail"] = "\(error.message)"
-                if let order = try? PushMessage(payload: message.payload) {
-                    metadata["order.id"] = "\(order.order)"
-                    metadata["kid"] = "\(order.keyID)"
+                if let parsed {
+                    metadata["order.id"] = "\(parsed.order)"
+                    metadata["kid"] = "\(parsed.keyID)"
                 }
-                logger.warning("push message refused", metadata: metadata)
+                if heldForClock(error, signed: signed, &metadata) { return }
+                refuse(error, &metadata) { metadata in
+                    if signed, let parsed { noteRefusal(parsed, reason: error.code.rawValue, &metadata) }
+                }
                 return
             }
             metadata["order.id"] = "\(payment.message.order)"
             metadata["amount"] = "\(payment.amount)"
             metadata["amount_fen"] = "\(payment.amount.fen)"
             metadata["channel"] = "\(payment.message.channel)"
+            let clock = watchClock()
+            if !clock.isTrusted { metadata["clock"] = "\(clock.rawValue)" }
             let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
             var retry = Backoff(Backoff.Policy(initialSeconds: 0.1, maximumSeconds: 1))
             while true {
                 switch listener.daemon.forward(payment) {
+                case .accepted(let job) where job.durable == false, .duplicate(let job?) where job.durable == false:
+                    // The daemon keeps its journal in memory (its state folder cannot be used): "accepted" is not on
+                    // its disk, and a crash would lose it. Acknowledged only once heard; until then the broker keeps
+                    // it (redelivered, it is a duplicate the daemon answers once the job has finished).
+                    listener.metrics.payment(.accepted)
+                    metadata["job.id"] = "\(job.id)"
+                    metadata["durable"] = "false"
+                    let left = max(0, (deadline - ContinuousClock.now).inSeconds)
+                    guard let final = job.state.isFinal ? job : listener.daemon.final(of: payment, timeout: left) else {
+                        logger.warning(
+                            """
+                            the daemon keeps its journal in memory: leaving the payment with the broker until it is \
+                            heard
+                            """,
+                            metadata: metadata)
+                        leaveWithBroker(.daemonUnavailable)
+                        return
+                    }
+                    metadata["event"] = .event(.pushForwarded)
+                    metadata["state"] = "\(final.state.rawValue)"
+                    noteForReceipt(order: payment.message.order, reply: .accepted(final), &metadata)
+                    logger.info("payment forwarded and ended (the daemon's journal is in memory)", metadata: metadata)
+                    return
                 case .accepted(let job):
                     listener.metrics.payment(.accepted)
                     metadata["event"] = .event(.pushForwarded)
@@ -466,7 +666,7 @@ public final class PushListener: Sendable {
                     metadata["code"] = "\(error.code)"
                     metadata["error.code"] = "\(error.code)"
                     metadata["detail"] = "\(error.message)"
-                    noteForReceipt(order: payment.message.order, reply: .refused(error), &metadata)
+                    noteRefusal(payment.message, reason: error.code, &metadata)
                     logger.error("the daemon refused the payment", metadata: metadata)
                     return
                 case .unavailable(let reason):
@@ -476,14 +676,237 @@ public final class PushListener: Sendable {
                         logger.warning(
                             "the daemon cannot take the payment; leaving it unacknowledged for the broker to redeliver",
                             metadata: metadata)
-                        state = .abandoned
-                        dropReason = .daemonUnavailable
-                        client.abandonConnection()
+                        leaveWithBroker(.daemonUnavailable)
                         return
                     }
                     SystemThread.sleep(seconds: retry.next())
                 }
             }
+        }
+
+        // MARK: Corpus pushes
+
+        /// A corpus push on our channel: checked like a payment (shape, device, key, signature, then the time window
+        /// — `corpus.max_age` — and the terminal's rules), then noted with its task on disk before it is
+        /// acknowledged; the corpus worker runs it and its receipt follows. The same message again (its PUBACK lost)
+        /// is acknowledged with nothing more; the same task in a new message (the service resent it) gets a
+        /// `duplicate` receipt. Correctly signed and refused: a `refused` receipt.
+        func receivedCorpus(_ message: MQTTMessage) {
+            var metadata: Logger.Metadata = [
+                "topic": "\(message.topic)", "mid": "\(message.mid)", "kind": "\(CorpusMessage.kind)",
+            ]
+            let push: CorpusMessage
+            var parsed: CorpusMessage?
+            var signed = false
+            do throws(AnnounceError) {
+                if message.retain {
+                    throw AnnounceError(.malformed, "a retained message is not a corpus push")
+                }
+                let readable = try CorpusMessage(payload: message.payload)
+                parsed = readable
+                try verifier.authenticate(readable)
+                signed = true
+                try verifier.checkWindow(
+                    createdAt: readable.createdAt, nowMs: WallClockMs.now,
+                    maximumAgeMs: Int64(configuration.corpusRules.maximumAgeSeconds * 1000))
+                guard fleet.corpus != nil else {
+                    throw AnnounceError(.corpusDisabled, "this terminal takes no corpus pushes (corpus.enabled)")
+                }
+                try configuration.corpusRules.judge(readable.task)
+                push = readable
+            } catch {
+                if let parsed {
+                    metadata["task"] = "\(parsed.task.task)"
+                    metadata["kid"] = "\(parsed.keyID)"
+                }
+                if heldForClock(error, signed: signed, &metadata) { return }
+                refuse(error, &metadata) { metadata in
+                    guard signed, let parsed, let receipts = fleet.receipts, let signature = parsed.signature else {
+                        return
+                    }
+                    let receipt = receipts.corpusReceiptFor(
+                        task: parsed.task.task, state: .refused, error: error.code.rawValue,
+                        clips: try? fleet.corpus?.current().clips.count)
+                    if !receipts.corpusReceipt(receipt, message: signature) {
+                        metadata["receipt"] = "made before (the same message again)"
+                    }
+                }
+                return
+            }
+            metadata["task"] = "\(push.task.task)"
+            metadata["op"] = "\(push.task.op.rawValue)"
+            guard let receipts = fleet.receipts, let corpus = fleet.corpus, let signature = push.signature else { return }
+            note(push.task, key: signature, receipts: receipts, corpus: corpus, duplicateReceipt: true, &metadata)
+        }
+
+        /// Notes a corpus task for the worker, unless it is known: the same message (`key`) again is acknowledged
+        /// with nothing more; the same task in another message gets, with `duplicateReceipt`, a `duplicate` receipt
+        /// (with the first one's outcome as `original` once it has one). True when noted.
+        @discardableResult
+        func note(
+            _ task: CorpusTask, key: String, receipts: Receipts, corpus: CorpusStore, duplicateReceipt: Bool,
+            _ metadata: inout Logger.Metadata
+        ) -> Bool {
+            let done = corpus.outcome(of: task.task)
+            if receipts.knows(message: key) || done?.message == key {
+                logger.notice("corpus push already noted (the same message again)", metadata: metadata)
+                return false
+            }
+            if done != nil || receipts.isOwed(task: task.task) {
+                if duplicateReceipt {
+                    let receipt = receipts.corpusReceiptFor(
+                        task: task.task, state: .duplicate, original: done?.state, clips: done?.clips)
+                    receipts.corpusReceipt(receipt, message: key)
+                }
+                metadata["original"] = "\(done?.state.rawValue ?? "pending")"
+                logger.notice("corpus push for a task already noted (a resend); not done again", metadata: metadata)
+                return false
+            }
+            let started = ContinuousClock.now
+            receipts.corpusTask(task, message: key)
+            metadata["receipt_ms"] = "\(cFormat("%.2f", (ContinuousClock.now - started).inSeconds * 1000))"
+            logger.info("corpus push noted", metadata: metadata)
+            return true
+        }
+
+        // MARK: The Alibaba Cloud thing model
+
+        /// A message from the Alibaba Cloud IoT Platform (``AlinkThing``): a corpus push or a deletion is noted for the
+        /// corpus worker (on disk before the reply and the acknowledgement), then answered; a service not offered
+        /// is answered `not supported`; the platform's replies to what this device posted are logged.
+        func receivedFromPlatform(_ message: MQTTMessage, _ thing: AlinkThing) {
+            var metadata: Logger.Metadata = ["topic": "\(message.topic)", "mid": "\(message.mid)"]
+            switch thing.read(topic: message.topic, payload: message.payload) {
+            case .ignored(let why):
+                metadata["detail"] = "\(why)"
+                logger.warning("platform message ignored", metadata: metadata)
+            case .postReply(let code, let text):
+                metadata["code"] = "\(code)"
+                if code == 200 {
+                    logger.debug("the platform took a post", metadata: metadata)
+                } else {
+                    metadata["detail"] = "\(text ?? "")"
+                    logger.warning("the platform refused a post", metadata: metadata)
+                }
+            case .answer(let reply, let reason):
+                metadata["detail"] = "\(reason)"
+                logger.notice("platform service answered without effect", metadata: metadata)
+                publish(reply)
+            case .refused(let task, let key, let reply, let error):
+                metadata["task"] = "\(task.task)"
+                refuse(error, &metadata) { _ in
+                    // SpeechPost's result is its event (result 255); a deletion has only the reply.
+                    guard task.op == .put, let receipts = fleet.receipts else { return }
+                    receipts.corpusReceipt(
+                        receipts.corpusReceiptFor(task: task.task, state: .refused, error: error.code.rawValue, clips: nil),
+                        message: key)
+                }
+                publish(reply)
+            case .corpus(let task, let key, let reply):
+                metadata["task"] = "\(task.task)"
+                metadata["op"] = "\(task.op.rawValue)"
+                guard let receipts = fleet.receipts, let corpus = fleet.corpus else {
+                    // `corpus.enabled = false`: say so rather than take the call.
+                    let message = "not supported: corpus pushes are off on this device (corpus.enabled)"
+                    logger.notice("platform service answered without effect", metadata: metadata)
+                    publish(thing.answer(reply, code: AlinkThing.notSupported, message: message))
+                    return
+                }
+                note(task, key: key, receipts: receipts, corpus: corpus, duplicateReceipt: false, &metadata)
+                publish(reply)
+            }
+        }
+
+        /// Publishes a reply to the platform at once (QoS 1; not kept: the platform times an unanswered call out).
+        func publish(_ reply: AlinkThing.Reply) {
+            do {
+                _ = try client.publish(topic: reply.topic, payload: reply.payload, qos: 1)
+            } catch {
+                logger.warning("cannot answer the platform", metadata: ["topic": "\(reply.topic)", "error": "\(error)"])
+            }
+        }
+
+        /// Posts the thing model's properties (the pushed clips, the storage, the volume).
+        func postProperties() {
+            guard let thing else { return }
+            let manifest = (try? fleet.corpus?.current()) ?? CorpusManifest()
+            let volume = listener.daemon.status()?.audio.level
+            let payload = AlinkThing.properties(
+                manifest, rules: thing.rules, volumePercent: volume, number: postNumber)
+            postNumber += 1
+            publish(AlinkThing.Reply(topic: thing.settings.propertyTopic, payload: payload))
+            logger.debug("properties posted", metadata: ["clips": "\(manifest.clips.count)"])
+        }
+
+        /// Drops the connection inside `onMessage`, so that the message being handled (and every later one) stays
+        /// unacknowledged with the broker, which redelivers it on the next connection.
+        func leaveWithBroker(_ reason: DropReason) {
+            state = .abandoned
+            dropReason = reason
+            client.abandonConnection()
+        }
+
+        /// A correctly signed payment the clock calls stale or future while the clock cannot be trusted: the verdict
+        /// may be the clock's fault (a terminal booted without a battery-backed clock, NTP not through yet), and a
+        /// refusal would be final — the broker forgets an acknowledged message. So it is not judged yet: left with the
+        /// broker until the clock can be trusted (``waitForClock()``), then judged again on redelivery.
+        func holdForClock(_ verdict: AnnounceError, _ metadata: inout Logger.Metadata) {
+            listener.metrics.payment(.heldForClock)
+            metadata["event"] = .event(.clockUnsynchronized)
+            metadata["verdict"] = "\(verdict.code)"
+            metadata["detail"] = "\(verdict.message)"
+            metadata["clock_sync"] = "\(configuration.clockSync)"
+            metadata["wait_s"] = "\(cFormat("%.0f", listener.report.clock.waitLeft()))"
+            logger.warning(
+                """
+                the system clock is not synchronised, so it cannot tell whether this payment is \(verdict.code); \
+                leaving it unacknowledged until it is
+                """,
+                metadata: metadata)
+            leaveWithBroker(.clockUntrusted)
+        }
+
+        /// A message refused here: logged, counted (metrics and status), and — when it is correctly signed for this
+        /// device, a payment (or corpus push) the service really sent — given a `refused` receipt before it is
+        /// acknowledged (`receipt` makes it, and notes in the log what it did). A forged or unreadable one gets none:
+        /// there is nothing this device could vouch for.
+        func refuse(
+            _ error: AnnounceError, _ metadata: inout Logger.Metadata, receipt: (inout Logger.Metadata) -> Void
+        ) {
+            listener.metrics.messageRefused(reason: error.code)
+            listener.report.refused(error.code)
+            fleet.reporter?.changed()
+            metadata["event"] = .event(.pushRefused)
+            metadata["reason"] = "\(error.code)"
+            metadata["error.code"] = "\(error.code)"
+            metadata["detail"] = "\(error.message)"
+            receipt(&metadata)
+            logger.warning("push message refused", metadata: metadata)
+        }
+
+        /// A correctly signed message the clock calls stale or future: left with the broker (true; the caller
+        /// returns without acknowledging it) while the clock cannot be trusted (``holdForClock(_:_:)``); else
+        /// false, the verdict final, with `clock` noted in the log when the clock was never synchronised.
+        func heldForClock(_ error: AnnounceError, signed: Bool, _ metadata: inout Logger.Metadata) -> Bool {
+            guard signed, PushVerifier.isTimeWindow(error.code) else { return false }
+            let clock = watchClock()
+            guard clock.isFinal else {
+                holdForClock(error, &metadata)
+                return true
+            }
+            if clock == .unsynchronized { metadata["clock"] = "\(clock.rawValue)" }
+            return false
+        }
+
+        /// The `refused` receipt of a correctly signed payment, on disk before its message is acknowledged; none for a
+        /// redelivery of a message already refused (``Receipts/refused(order:reason:message:)``).
+        func noteRefusal(_ message: PushMessage, reason: String, _ metadata: inout Logger.Metadata) {
+            guard let receipts = fleet.receipts, let signature = message.signature else { return }
+            let started = ContinuousClock.now
+            if !receipts.refused(order: message.order, reason: reason, message: signature) {
+                metadata["receipt"] = "made before (the same message again)"
+            }
+            metadata["receipt_ms"] = "\(cFormat("%.2f", (ContinuousClock.now - started).inSeconds * 1000))"
         }
 
         /// Notes what the daemon said about a payment, for its receipt: on disk before the message is acknowledged

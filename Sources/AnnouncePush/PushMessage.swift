@@ -23,6 +23,8 @@ extension AnnounceError.Code {
     public static let stale = AnnounceError.Code(rawValue: "stale")
     /// Created further in the future than the clock skew allowed.
     public static let future = AnnounceError.Code(rawValue: "future")
+    /// Signed, but in a currency this terminal does not speak (`security.currencies`).
+    public static let unsupportedCurrency = AnnounceError.Code(rawValue: "unsupported_currency")
 }
 
 /// The amount of a payment as sent: yuan as text, or integer fen.

@@ -16,10 +16,16 @@ public final class PushMetrics: Sendable {
     private let reconnects: Counter
     private let connected: Gauge
     private let connections = Mutex(0)
+    /// Connections the broker closed soon after accepting them (``TakeoverWatch``).
+    private let takeovers: Counter
+    private let conflict: Gauge
+    private let clockTrusted: Gauge
 
     /// What became of a verified payment.
     public enum Outcome: String, Sendable, CaseIterable {
         case accepted, duplicate, refused, unavailable
+        /// Left with the broker: the clock called it stale or future and cannot be trusted yet (``ClockWatch``).
+        case heldForClock = "held_for_clock"
     }
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -30,13 +36,22 @@ public final class PushMetrics: Sendable {
         for outcome in Outcome.allCases {
             payments[outcome] = registry.counter(
                 "announce_push_payments_total", [("outcome", outcome.rawValue)],
-                help: "Verified payments handed to the daemon, by its answer (unavailable: left for redelivery).")
+                help: "Verified payments handed to the daemon, by its answer (unavailable, held_for_clock: left for "
+                    + "redelivery).")
         }
         self.payments = payments
         reconnects = registry.counter(
             "announce_push_broker_reconnects_total", help: "Connections to the broker after the first.")
         connected = registry.gauge(
             "announce_push_broker_connected", help: "1 while connected to the broker, else 0.")
+        takeovers = registry.counter(
+            "announce_push_broker_takeovers_total",
+            help: "Connections the broker closed soon after accepting them (another client with this client id?).")
+        conflict = registry.gauge(
+            "announce_push_identity_conflict", help: "1 while another client is believed to use this client id.")
+        clockTrusted = registry.gauge(
+            "announce_push_clock_trusted",
+            help: "1 while the system clock is trusted to judge a payment's age (synchronised, or trusted as it is).")
         registry.gauge(
                 "announce_build_info", [("version", BuildInfo.version), ("commit", BuildInfo.commit)],
                 help: "The build running: always 1."
@@ -71,6 +86,14 @@ public final class PushMetrics: Sendable {
     }
 
     func brokerDisconnected() { connected.set(to: 0) }
+
+    func takenOver() { takeovers.increment() }
+
+    func identityConflict(_ present: Bool) { conflict.set(to: present ? 1 : 0) }
+
+    func clock(_ state: ClockWatch.State) {
+        clockTrusted.set(to: state.isTrusted ? 1 : 0)
+    }
 
     /// The Prometheus text exposition.
     public func exposition() -> String { registry.emitToString() }

@@ -1,5 +1,5 @@
 import AnnounceCore
-import Crypto
+import AnnounceCrypto
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -7,7 +7,7 @@ import Crypto
     import Foundation
 #endif
 
-/// What became of one payment message this terminal handed to its daemon, published on
+/// What became of one payment message signed for this terminal — handed to its daemon, or refused — published on
 /// `announce/<device>/receipts` once the job's state is final and on disk (docs/fleet.md, "Receipts"):
 ///
 /// ```json
@@ -18,8 +18,18 @@ import Crypto
 /// `sig` is HMAC-SHA256 with the device's key named by `kid` over ``canonical``, in the style of the payment
 /// messages: the fields in a fixed order, one per line, a field without a value written with nothing after `=`.
 /// Every value is a number or restricted to characters that cannot hold a line break.
+///
+/// A corpus push (``CorpusMessage``) gets a receipt of the same form with `"kind":"corpus"`: `order` is its task id,
+/// the state `installed`, `deleted`, `refused`, `failed` or `duplicate`, and `clips` the number of pushed clips in
+/// force after it. Their lines (`kind=`, `clips=`) are in the signed text only when the receipt has them, so a
+/// payment's receipt is signed exactly as before they existed.
 public struct Receipt: Sendable, Equatable {
     public static let version = 1
+
+    /// What the receipt is about: absent, a payment; `corpus`, a corpus push (pushed clips).
+    public enum Kind: String, Sendable, Codable {
+        case corpus
+    }
 
     /// The outcome reported.
     public enum State: String, Sendable, Codable, CaseIterable {
@@ -36,6 +46,14 @@ public struct Receipt: Sendable, Equatable {
         /// The daemon no longer knows the job (its journal was damaged and set aside): whether it was heard is
         /// not known.
         case unknown
+        /// A correctly signed payment that will never be spoken: refused here (`stale`, `future`,
+        /// `unsupported_currency`, `invalid_amount`) or by the daemon (`unknown_channel` …); `error` says why. Not
+        /// `failed`, which is a payment the daemon took and could not play.
+        case refused
+        /// A corpus push's clips are installed and the daemon has loaded them.
+        case installed
+        /// A corpus push's deletion is done and the daemon has loaded what is left.
+        case deleted
 
         /// The receipt state of a daemon job's final state (nil: not final).
         public init?(job: JobState) {
@@ -49,12 +67,14 @@ public struct Receipt: Sendable, Equatable {
         }
     }
 
+    public var kind: Kind?
     public var device: String
+    /// The payment's order id; for a corpus push, its task id.
     public var order: String
     public var state: State
     /// For `duplicate`: the state of the job that holds the order.
     public var original: State?
-    /// The daemon's job id (of the original, for `duplicate`); none when the daemon refused the payment.
+    /// The daemon's job id (of the original, for `duplicate`); none for a refused payment.
     public var job: UInt64?
     /// When the daemon accepted the job (for `duplicate`: the original), Unix milliseconds.
     public var acceptedAt: Int64?
@@ -62,8 +82,11 @@ public struct Receipt: Sendable, Equatable {
     public var heardAt: Int64?
     /// Request received → first sample handed to the device, microseconds.
     public var firstSampleMicros: Int64?
-    /// Why it was not heard: the daemon's error code (`audio_device`, `muted`, `expired`, `cancelled` …).
+    /// Why it was not heard: the daemon's error code (`audio_device`, `muted`, `expired`, `cancelled` …), or for
+    /// `refused` the reason (`stale`, `invalid_amount`, `unknown_channel` …).
     public var error: String?
+    /// For a corpus push: how many pushed clips are in force after it.
+    public var clips: Int?
     /// When this receipt was made, Unix milliseconds.
     public var createdAt: Int64
     public var keyID: String
@@ -73,8 +96,10 @@ public struct Receipt: Sendable, Equatable {
     public init(
         device: String, order: String, state: State, original: State? = nil, job: UInt64?, acceptedAt: Int64? = nil,
         heardAt: Int64? = nil, firstSampleMicros: Int64? = nil, error: String? = nil, createdAt: Int64,
-        keyID: String, signature: String? = nil
+        keyID: String, signature: String? = nil, kind: Kind? = nil, clips: Int? = nil
     ) {
+        self.kind = kind
+        self.clips = clips
         self.device = device
         self.order = order
         self.state = state
@@ -102,28 +127,33 @@ public struct Receipt: Sendable, Equatable {
             error: info.state == .spoken ? nil : info.error?.code, createdAt: createdAt, keyID: keyID)
     }
 
-    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break).
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `kind` and `clips` have a
+    /// line only when the receipt has them (corpus pushes), so a payment's receipt reads as it always did.
     public var canonical: String {
         func text<T>(_ value: T?) -> String { value.map { "\($0)" } ?? "" }
-        return [
-            "announce-receipt/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)",
+        var lines = ["announce-receipt/\(Self.version)"]
+        if let kind { lines.append("kind=\(kind.rawValue)") }
+        lines += [
+            "device=\(device)", "kid=\(keyID)", "order=\(order)",
             "state=\(state.rawValue)", "original=\(text(original?.rawValue))", "job=\(text(job))",
             "accepted_at=\(text(acceptedAt))", "heard_at=\(text(heardAt))",
-            "first_sample_us=\(text(firstSampleMicros))", "error=\(text(error))", "created_at=\(createdAt)",
-        ].joined(separator: "\n")
+            "first_sample_us=\(text(firstSampleMicros))", "error=\(text(error))",
+        ]
+        if let clips { lines.append("clips=\(clips)") }
+        lines.append("created_at=\(createdAt)")
+        return lines.joined(separator: "\n")
     }
 
-    public func signed(with key: SymmetricKey) -> Receipt {
+    public func signed(with key: HMACKey) -> Receipt {
         var signed = self
-        let code = HMAC<SHA256>.authenticationCode(for: Data(canonical.utf8), using: key)
-        signed.signature = code.map { cFormat("%02x", UInt32($0)) }.joined()
+        signed.signature = PushSigner.signature(of: canonical, key: key)
         return signed
     }
 
     /// Whether `signature` is the HMAC of ``canonical`` with `key` (the service's check, and the tests').
-    public func isValid(with key: SymmetricKey) -> Bool {
+    public func isValid(with key: HMACKey) -> Bool {
         guard let hex = signature, let given = PushVerifier.bytes(hex: hex), given.count == 32 else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(canonical.utf8), using: key)
+        return HMAC.isValid(given, .sha256, key: key, message: canonical.utf8)
     }
 
     /// Error codes as the daemon gives them are `a-z0-9_`; anything else is reported as `other`.
@@ -139,6 +169,7 @@ public struct Receipt: Sendable, Equatable {
 
     private struct Wire: Codable {
         var v: Int
+        var kind: Kind?
         var device: String
         var order: String
         var state: State
@@ -148,6 +179,7 @@ public struct Receipt: Sendable, Equatable {
         var heard_at: Int64?
         var first_sample_us: Int64?
         var error: String?
+        var clips: Int?
         var created_at: Int64
         var kid: String
         var sig: String?
@@ -156,9 +188,9 @@ public struct Receipt: Sendable, Equatable {
     /// The JSON payload (keys sorted; absent values left out).
     public func payload() -> [UInt8] {
         let wire = Wire(
-            v: Self.version, device: device, order: order, state: state, original: original, job: job,
+            v: Self.version, kind: kind, device: device, order: order, state: state, original: original, job: job,
             accepted_at: acceptedAt, heard_at: heardAt, first_sample_us: firstSampleMicros, error: error,
-            created_at: createdAt, kid: keyID, sig: signature)
+            clips: clips, created_at: createdAt, kid: keyID, sig: signature)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // A struct of strings and integers always encodes.
@@ -177,7 +209,8 @@ public struct Receipt: Sendable, Equatable {
         self.init(
             device: wire.device, order: wire.order, state: wire.state, original: wire.original, job: wire.job,
             acceptedAt: wire.accepted_at, heardAt: wire.heard_at, firstSampleMicros: wire.first_sample_us,
-            error: wire.error, createdAt: wire.created_at, keyID: wire.kid, signature: wire.sig)
+            error: wire.error, createdAt: wire.created_at, keyID: wire.kid, signature: wire.sig, kind: wire.kind,
+            clips: wire.clips)
     }
 }
 

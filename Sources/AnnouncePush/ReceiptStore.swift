@@ -10,8 +10,8 @@ import Synchronization
     import Glibc
 #endif
 
-/// One payment handed to the daemon, from the moment the daemon answered until the broker acknowledged its
-/// receipt: first what is owed (the order and the daemon's job), then the signed receipt itself.
+/// One payment handed to the daemon (or refused), from the moment the daemon answered until the broker acknowledged
+/// its receipt: first what is owed (the order and the daemon's job), then the signed receipt itself.
 public struct ReceiptEntry: Sendable, Equatable, Codable {
     /// Unique in the store, growing: receipts are published in this order.
     public var seq: UInt64
@@ -24,14 +24,28 @@ public struct ReceiptEntry: Sendable, Equatable, Codable {
     public var handedAt: Int64
     /// The signed receipt (its JSON payload), once the job's state is final; nil while owed.
     public var receipt: String?
+    /// For a refusal: the refused message's own signature, so that a redelivery of that message after a restart
+    /// makes no second receipt while this one waits for the broker (absent in entries written before it existed).
+    /// For a corpus push: its signature, or the platform's job code.
+    public var message: String?
+    /// `corpus` for a corpus push (absent: a payment).
+    public var kind: Receipt.Kind?
+    /// A corpus push's task, to run while the entry is owed (``CorpusWorker``).
+    public var task: CorpusTask?
 
-    public init(seq: UInt64, order: String, job: UInt64, duplicate: Bool, handedAt: Int64, receipt: String? = nil) {
+    public init(
+        seq: UInt64, order: String, job: UInt64, duplicate: Bool, handedAt: Int64, receipt: String? = nil,
+        message: String? = nil, kind: Receipt.Kind? = nil, task: CorpusTask? = nil
+    ) {
+        self.kind = kind
+        self.task = task
         self.seq = seq
         self.order = order
         self.job = job
         self.duplicate = duplicate
         self.handedAt = handedAt
         self.receipt = receipt
+        self.message = message
     }
 }
 

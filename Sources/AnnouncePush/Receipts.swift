@@ -1,17 +1,18 @@
 import AnnounceCore
-import Crypto
+import AnnounceCrypto
 import Dispatch
 import Logging
 import Synchronization
 
-/// The receipts of the payments this terminal handed to its daemon (docs/fleet.md, "Receipts"): what is owed,
-/// matched with the daemon's final states as they reach its disk (``DaemonEvents``), signed, kept on disk until the
-/// broker has acknowledged them (``ReceiptStore``), published through the ``Outbox``.
+/// The receipts of the payments this terminal handed to its daemon, or refused (docs/fleet.md, "Receipts"): what is
+/// owed, matched with the daemon's final states as they reach its disk (``DaemonEvents``), signed, kept on disk until
+/// the broker has acknowledged them (``ReceiptStore``), published through the ``Outbox``.
 ///
 /// The life of an entry:
 /// 1. **owed** — ``handedOver(order:reply:)`` on the MQTT thread, when the daemon answered for a payment and before
 ///    its message is acknowledged to the broker: written to disk first, so that a crash after the PUBACK cannot
-///    forget it. (A duplicate of a job already final, or a refusal, becomes a receipt at once.)
+///    forget it. (A duplicate of a job already final, or a refusal — ``refused(order:reason:message:)`` — becomes a
+///    receipt at once.)
 /// 2. **receipt** — the job's final state arrives (live, or replayed after a reconnection or a restart): the signed
 ///    receipt replaces the entry on disk, and only then is it queued for the broker.
 /// 3. **gone** — the broker acknowledged it (PUBACK): the entry is removed from disk; nothing publishes it again.
@@ -23,17 +24,24 @@ import Synchronization
 /// A disk that cannot be written (full) delays receipts and loses none: an entry that cannot be saved is kept in
 /// memory and tried again every few seconds; a receipt is published only once it is on disk. Payments are never
 /// held for it.
+///
+/// A corpus push lives the same life, its task in the entry (``corpusTask(_:message:)``): owed until the corpus
+/// worker has run it (``CorpusWorker``, which a restart starts again on what is owed), then its receipt.
 public final class Receipts: Sendable {
     public struct Settings: Sendable {
         public var device: String
         public var keyID: String
-        /// The device key's bytes (a `SymmetricKey` is made per use: it is not `Sendable`).
+        /// The device key's bytes.
         public var key: [UInt8]
+        /// How a receipt is published: by default our signed receipt (``Receipt/payload()``); under the Alibaba Cloud
+        /// thing model, the platform's event (``AlinkThing``). Given the receipt and its entry's number.
+        public var encode: (@Sendable (Receipt, UInt64) -> [UInt8])?
 
-        public init(device: String, keyID: String, key: [UInt8]) {
+        public init(device: String, keyID: String, key: [UInt8], encode: (@Sendable (Receipt, UInt64) -> [UInt8])? = nil) {
             self.device = device
             self.keyID = keyID
             self.key = key
+            self.encode = encode
         }
     }
 
@@ -60,11 +68,19 @@ public final class Receipts: Sendable {
         /// The entries owed when the current subscription was asked for (seq → job): the ones its `live` line
         /// must account for.
         var owedAtSubscription: [UInt64: UInt64]?
+        /// The signatures of the messages refused lately (and of those whose refusal waits on disk), and of the
+        /// corpus pushes noted (their signature, or the platform's job code), so that a redelivery of one makes no
+        /// second receipt; `refusedOrder` keeps the oldest first for trimming.
+        var refusedMessages: Set<String> = []
+        var refusedOrder: [String] = []
         /// Entries not on disk yet (a full disk), and why.
         var unsaved: Set<UInt64> = []
         var diskError: AnnounceError?
         var retryScheduled = false
     }
+
+    /// Told when a corpus task is owed (the corpus worker wakes).
+    private let corpusHandler = Mutex<@Sendable () -> Void>({})
 
     static let recentLimit = 1024
 
@@ -107,6 +123,7 @@ public final class Receipts: Sendable {
                 state.entries[stored.seq] = Entry(
                     stored: stored, version: 1, savedVersion: 1, queued: stored.receipt != nil)
                 state.nextSeq = max(state.nextSeq, stored.seq + 1)
+                if let message = stored.message { Self.rememberRefusal(message, &state) }
             }
         }
         for stored in entries {
@@ -129,44 +146,70 @@ public final class Receipts: Sendable {
 
     // MARK: What the daemon answered (MQTT thread)
 
-    /// What the daemon said about a payment handed to it.
+    /// What the daemon said about a payment it took (a refusal is ``refused(order:reason:message:)``).
     public enum Reply: Sendable, Equatable {
         case accepted(JobInfo)
         case duplicate(JobInfo)
-        case refused(ErrorInfo)
     }
 
     /// Notes a payment handed to the daemon; returns once it is on disk (or the disk refused it: it is then kept in
     /// memory and tried again). Call before the payment's message is acknowledged to the broker.
     public func handedOver(order: String, reply: Reply) {
-        let nowMs = WallClockMs.now
-        switch reply {
-        case .refused(let error):
-            let receipt = Receipt(
-                device: settings.device, order: order, state: .failed, job: nil, error: error.code, createdAt: nowMs,
-                keyID: settings.keyID)
-            register(order: order, job: nil, duplicate: false, receipt: receipt)
-        case .accepted(let info), .duplicate(let info):
-            let duplicate = if case .duplicate = reply { true } else { false }
-            if info.state.isFinal {
-                register(
-                    order: order, job: info.id, duplicate: duplicate,
-                    receipt: receipt(for: info, order: order, duplicate: duplicate))
-            } else {
-                register(order: order, job: info.id, duplicate: duplicate, receipt: nil)
+        let (info, duplicate) =
+            switch reply {
+            case .accepted(let info): (info, false)
+            case .duplicate(let info): (info, true)
             }
-        }
+        register(
+            order: order, job: info.id, duplicate: duplicate,
+            receipt: info.state.isFinal ? receipt(for: info, order: order, duplicate: duplicate) : nil)
     }
 
-    private func register(order: String, job: UInt64?, duplicate: Bool, receipt: Receipt?) {
+    /// Notes a correctly signed payment that will never be spoken — refused here (`stale`, `invalid_amount` …) or
+    /// by the daemon (`unknown_channel` …) — with a `refused` receipt at once; returns once it is on disk, like
+    /// ``handedOver(order:reply:)``. Call before the message is acknowledged to the broker.
+    ///
+    /// `message` is the refused message's signature. The same message again — the broker redelivering it because
+    /// its PUBACK was lost — makes no second receipt: false is returned then. The service resending the payment
+    /// is a new message (another `created_at`, another signature) and gets a receipt of its own, as a resend of a
+    /// heard payment gets a `duplicate` one. Remembered for the last ``recentLimit`` refusals of this run, and
+    /// across a restart for as long as the receipt waits on disk for the broker: a redelivery comes before that
+    /// (it is read on the connection before the receipt is even published).
+    @discardableResult
+    public func refused(order: String, reason: String, message: String) -> Bool {
+        let first = state.withLock { state in
+            guard !state.refusedMessages.contains(message) else { return false }
+            Self.rememberRefusal(message, &state)
+            return true
+        }
+        guard first else { return false }
+        let receipt = Receipt(
+            device: settings.device, order: order, state: .refused, job: nil, error: reason,
+            createdAt: WallClockMs.now, keyID: settings.keyID)
+        register(order: order, job: nil, duplicate: false, receipt: receipt, message: message)
+        return true
+    }
+
+    private static func rememberRefusal(_ message: String, _ state: inout State) {
+        guard state.refusedMessages.insert(message).inserted else { return }
+        state.refusedOrder.append(message)
+        if state.refusedOrder.count > recentLimit { state.refusedMessages.remove(state.refusedOrder.removeFirst()) }
+    }
+
+    @discardableResult
+    private func register(
+        order: String, job: UInt64?, duplicate: Bool, receipt: Receipt?, message: String? = nil,
+        task: CorpusTask? = nil
+    ) -> UInt64 {
         let seq = state.withLock { state -> UInt64 in
             let seq = state.nextSeq
             state.nextSeq += 1
             var entry = Entry(
                 stored: ReceiptEntry(
                     seq: seq, order: order, job: job ?? 0, duplicate: duplicate, handedAt: WallClockMs.now,
-                    receipt: receipt.map { String(decoding: $0.signed(with: key).payload(), as: UTF8.self) }))
-            entry.registering = receipt == nil
+                    receipt: receipt.map { String(decoding: encode($0, seq), as: UTF8.self) },
+                    message: message, kind: task == nil ? nil : .corpus, task: task))
+            entry.registering = receipt == nil && task == nil
             if let job { state.highestJob = max(state.highestJob ?? 0, job) }
             if let job, receipt == nil {
                 if let final = state.recentFinals[job], final.order == order { entry.pendingFinal = final }
@@ -182,6 +225,7 @@ public final class Receipts: Sendable {
         }
         if let final { makeReceipt(seq, final: final) }
         onChange()
+        return seq
     }
 
     // MARK: The daemon's final states (subscription thread)
@@ -191,7 +235,8 @@ public final class Receipts: Sendable {
     public func subscriptionSince() -> UInt64? {
         state.withLock { state in
             var owed: [UInt64: UInt64] = [:]
-            for (seq, entry) in state.entries where entry.stored.receipt == nil && entry.pendingFinal == nil {
+            for (seq, entry) in state.entries
+            where entry.stored.receipt == nil && entry.pendingFinal == nil && entry.stored.kind == nil {
                 owed[seq] = entry.stored.job
             }
             state.owedAtSubscription = owed
@@ -217,7 +262,9 @@ public final class Receipts: Sendable {
             }
             var ready: [UInt64] = []
             for (seq, entry) in state.entries
-            where entry.stored.receipt == nil && entry.stored.job == info.id && entry.stored.order == info.order {
+            where entry.stored.receipt == nil && entry.stored.kind == nil && entry.stored.job == info.id
+                && entry.stored.order == info.order
+            {
                 if entry.registering {
                     state.entries[seq]?.pendingFinal = info
                 } else {
@@ -259,7 +306,13 @@ public final class Receipts: Sendable {
 
     // MARK: Receipts
 
-    private var key: SymmetricKey { SymmetricKey(data: settings.key) }
+    private var key: HMACKey { HMACKey(settings.key) }
+
+    /// A receipt as it is published: signed (or as ``Settings/encode`` makes it).
+    private func encode(_ receipt: Receipt, _ seq: UInt64) -> [UInt8] {
+        if let encode = settings.encode { return encode(receipt, seq) }
+        return receipt.signed(with: key).payload()
+    }
 
     private func receipt(for info: JobInfo, order: String, duplicate: Bool) -> Receipt? {
         Receipt(
@@ -277,7 +330,7 @@ public final class Receipts: Sendable {
     }
 
     private func setReceipt(_ seq: UInt64, _ receipt: Receipt) {
-        let payload = String(decoding: receipt.signed(with: key).payload(), as: UTF8.self)
+        let payload = String(decoding: encode(receipt, seq), as: UTF8.self)
         let changed = state.withLock { state -> Bool in
             guard var entry = state.entries[seq], entry.stored.receipt == nil else { return false }
             entry.stored.receipt = payload
@@ -359,6 +412,88 @@ public final class Receipts: Sendable {
             logger.notice("pending receipts are written again", metadata: ["receipts": "\(seqs.count)"])
             onChange()
         }
+    }
+
+    // MARK: Corpus pushes (the MQTT thread notes them, the corpus worker runs them)
+
+    /// Sets what is told when a corpus task is owed (the corpus worker wakes).
+    public func onCorpusTask(_ handler: @escaping @Sendable () -> Void) { corpusHandler.withLock { $0 = handler } }
+
+    /// Whether this message was noted before (a corpus push, or a refusal): `message` is its signature, or the
+    /// platform's job code. Remembered as ``refused(order:reason:message:)`` remembers.
+    public func knows(message: String) -> Bool { state.withLock { $0.refusedMessages.contains(message) } }
+
+    /// Whether a corpus task with this id is owed now (noted, not run yet).
+    public func isOwed(task: String) -> Bool {
+        state.withLock { state in
+            state.entries.values.contains { $0.stored.task?.task == task && $0.stored.receipt == nil }
+        }
+    }
+
+    /// Notes a corpus push to run, with its task, on disk before its message is acknowledged to the broker (like
+    /// ``handedOver(order:reply:)``), so that a restart runs it; wakes the corpus worker. Nil, and nothing noted,
+    /// for the same message again (`message`: see ``knows(message:)``).
+    @discardableResult
+    public func corpusTask(_ task: CorpusTask, message: String) -> UInt64? {
+        let first = state.withLock { state -> Bool in
+            guard !state.refusedMessages.contains(message) else { return false }
+            Self.rememberRefusal(message, &state)
+            return true
+        }
+        guard first else { return nil }
+        let seq = register(order: task.task, job: nil, duplicate: false, receipt: nil, message: message, task: task)
+        corpusHandler.withLock { $0 }()
+        return seq
+    }
+
+    /// A corpus push answered at once (refused, a duplicate of a task done): its receipt, on disk before the
+    /// message is acknowledged. False, and nothing made, for the same message again.
+    @discardableResult
+    public func corpusReceipt(_ receipt: Receipt, message: String) -> Bool {
+        let first = state.withLock { state -> Bool in
+            guard !state.refusedMessages.contains(message) else { return false }
+            Self.rememberRefusal(message, &state)
+            return true
+        }
+        guard first else { return false }
+        register(order: receipt.order, job: nil, duplicate: false, receipt: receipt, message: message)
+        return true
+    }
+
+    /// The corpus tasks owed, oldest first, with the message each came in (see ``knows(message:)``).
+    public func owedCorpusTasks() -> [(seq: UInt64, task: CorpusTask, message: String?)] {
+        state.withLock { state in
+            state.entries.values.compactMap { entry in
+                guard entry.stored.receipt == nil, let task = entry.stored.task else { return nil }
+                return (entry.stored.seq, task, entry.stored.message)
+            }.sorted { $0.seq < $1.seq }
+        }
+    }
+
+    /// The corpus worker has run task `seq`: its receipt replaces the entry, on disk, then goes to the broker. Nil:
+    /// there is nothing to publish for it (the platform's deletes are answered at once) — the entry goes.
+    public func corpusDone(_ seq: UInt64, receipt: Receipt?) {
+        guard let receipt else {
+            do throws(AnnounceError) {
+                try store.remove(seq)
+            } catch {
+                logger.error("cannot remove a corpus task done", metadata: ["receipt": "\(seq)", "error": "\(error)"])
+            }
+            state.withLock { _ = $0.entries.removeValue(forKey: seq) }
+            onChange()
+            return
+        }
+        setReceipt(seq, receipt)
+        onChange()
+    }
+
+    /// A receipt of this terminal, for a corpus push (made with this device's id and key).
+    public func corpusReceiptFor(
+        task: String, state: Receipt.State, original: Receipt.State? = nil, error: String? = nil, clips: Int?
+    ) -> Receipt {
+        Receipt(
+            device: settings.device, order: task, state: state, original: original, job: nil, error: error,
+            createdAt: WallClockMs.now, keyID: settings.keyID, kind: .corpus, clips: clips)
     }
 
     // MARK: The broker acknowledged

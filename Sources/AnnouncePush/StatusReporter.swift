@@ -57,6 +57,9 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
         public var error: String?
         /// The journal was found damaged at start and set aside (this run began with an empty one).
         public var recovered_from_corruption: String?
+        /// False while the daemon keeps its journal in memory (its state folder cannot be used; `error` says why):
+        /// payments are spoken, and this listener acknowledges each only once heard.
+        public var durable: Bool?
     }
 
     public struct Receipts: Codable, Sendable, Equatable {
@@ -65,6 +68,15 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
         /// Of those, not on this terminal's disk (it cannot be written).
         public var unsaved: Int?
         public var error: String?
+    }
+
+    public struct Clock: Codable, Sendable, Equatable {
+        /// ``ClockWatch/State``: `synchronized`, `trusted` (used as it is), `waiting` (not synchronised yet: payments
+        /// the clock calls stale or future are left with the broker) or `unsynchronized` (not synchronised within
+        /// `security.clock_wait`: judged by it all the same).
+        public var state: String
+        /// `security.clock_sync`: `kernel`, `trust` or `file`.
+        public var source: String
     }
 
     public var v = 1
@@ -85,6 +97,15 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
     public var last_heard: Heard?
     public var journal: Journal?
     public var receipts: Receipts?
+    /// This run of announce-push: a random id drawn at start. Two ids alternating on one device's topic are two
+    /// terminals using its identity.
+    public var instance: String?
+    /// `ok`, or `conflict`: another client takes this client id's session at the broker (a cloned image).
+    public var identity: String?
+    public var clock: Clock?
+    /// Messages refused since announce-push started, by reason (docs/push.md): the forged and unreadable ones get no
+    /// receipt and are counted only here (and in the metrics).
+    public var refused: [String: Int]?
 
     public init(device: String, online: Bool) {
         self.device = device
@@ -100,15 +121,17 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
         return status
     }
 
-    /// A status built from the daemon's `status` (nil: it did not answer).
+    /// A status built from the daemon's `status` (nil: it did not answer) and the listener's own account.
     public static func online(
-        device: String, daemon: DaemonStatus?, receipts: Receipts?, uptimeSeconds: Int64, atMs: Int64
+        device: String, daemon: DaemonStatus?, receipts: Receipts?, listener: ListenerReport.Facts? = nil,
+        uptimeSeconds: Int64, atMs: Int64
     ) -> DeviceStatus {
         var status = DeviceStatus(device: device, online: true)
         status.at = atMs
         status.version = AnnounceVersion.current
         status.uptime_s = uptimeSeconds
         status.receipts = receipts
+        if let listener { status.add(listener) }
         guard let daemon else {
             status.daemon = Daemon(state: "unreachable")
             return status
@@ -130,11 +153,23 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
         // journal is unwell when a write failed (the error stays until one succeeds), its reserve is spent, or it
         // was found damaged at start.
         status.journal = Journal(
-            ok: journal.lastError == nil && journal.reserve != false && journal.recoveredFromCorruption == nil,
+            ok: journal.lastError == nil && journal.reserve != false && journal.recoveredFromCorruption == nil
+                && journal.durable != false,
             unrecorded: journal.unrecorded, reserve: journal.reserve,
-            error: journal.lastError.map { "\($0.code): \($0.message)" },
-            recovered_from_corruption: journal.recoveredFromCorruption)
+            error: (journal.problem ?? journal.lastError).map { "\($0.code): \($0.message)" },
+            recovered_from_corruption: journal.recoveredFromCorruption, durable: journal.durable)
         return status
+    }
+
+    /// The listener's own fields. `brief` (the last will, which every CONNECT carries): the instance, and the
+    /// identity and the clock only when something is wrong with them.
+    public mutating func add(_ facts: ListenerReport.Facts, brief: Bool = false) {
+        instance = facts.instance
+        if !brief || facts.conflict { identity = facts.conflict ? "conflict" : "ok" }
+        if !brief || !facts.clock.isTrusted {
+            clock = Clock(state: facts.clock.rawValue, source: facts.clockSource)
+        }
+        if !brief, !facts.refused.isEmpty { refused = facts.refused }
     }
 
     public func payload() -> [UInt8] {
@@ -177,19 +212,22 @@ public final class StatusReporter: Sendable {
     private let outbox: Outbox
     private let fetch: @Sendable () -> DaemonStatus?
     private let receipts: @Sendable () -> DeviceStatus.Receipts?
+    private let listener: @Sendable () -> ListenerReport.Facts?
     private let started = ContinuousClock.now
     private let queue = DispatchQueue(label: "announce-push.status")
     private let state = Mutex(State())
 
     public init(
         device: String, refreshSeconds: Double, outbox: Outbox, fetch: @escaping @Sendable () -> DaemonStatus?,
-        receipts: @escaping @Sendable () -> DeviceStatus.Receipts?
+        receipts: @escaping @Sendable () -> DeviceStatus.Receipts?,
+        listener: @escaping @Sendable () -> ListenerReport.Facts? = { nil }
     ) {
         self.device = device
         self.refreshSeconds = refreshSeconds
         self.outbox = outbox
         self.fetch = fetch
         self.receipts = receipts
+        self.listener = listener
     }
 
     /// Starts the refresh.
@@ -235,7 +273,7 @@ public final class StatusReporter: Sendable {
             return state.force
         }
         let status = DeviceStatus.online(
-            device: device, daemon: fetch(), receipts: receipts(),
+            device: device, daemon: fetch(), receipts: receipts(), listener: listener(),
             uptimeSeconds: (ContinuousClock.now - started).components.seconds, atMs: WallClockMs.now)
         let publish = state.withLock { state -> Bool in
             guard state.connected, force || state.last?.comparable != status.comparable else { return false }
@@ -247,6 +285,7 @@ public final class StatusReporter: Sendable {
             var minimal = DeviceStatus.offline(device: device, reason: "status_refused")
             minimal.online = true
             minimal.at = status.at
+            minimal.instance = status.instance
             outbox.setStatus(status.payload(), minimal: minimal.payload())
         }
     }

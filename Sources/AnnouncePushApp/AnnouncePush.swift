@@ -21,7 +21,7 @@ struct AnnouncePushCommand: ParsableCommand {
         abstract: "Receives signed payment notifications over MQTT and has announced speak them.",
         discussion: "See docs/push.md (message format, configuration) and docs/fleet.md.",
         version: BuildInfo.line(program: "announce-push"),
-        subcommands: [Run.self, CheckConfig.self, Sign.self, Publish.self],
+        subcommands: [Run.self, CheckConfig.self, Sign.self, Publish.self, Corpus.self],
         defaultSubcommand: Run.self
     )
 }
@@ -122,17 +122,64 @@ struct CheckConfig: ParsableCommand {
             broker      \(c.broker)  client id \(c.clientID)  keepalive \(c.keepaliveSeconds) s  \
             clean session \(c.cleanSession)
             topics      \(c.topics.joined(separator: " "))  (QoS 1)
-            reconnect   \(c.reconnect.initialSeconds) s doubling up to \(c.reconnect.maximumSeconds) s
+            reconnect   \(c.reconnect.initialSeconds) s doubling up to \(c.reconnect.maximumSeconds) s; taken over by \
+            another client: \(c.takeover.backoff.initialSeconds) s doubling up to \(c.takeover.backoff.maximumSeconds) s
             daemon      \(c.socketPath)  hold \(c.holdSeconds) s
             keys        \(c.keyring.ids.joined(separator: " "))
             window      \(c.maximumAgeSeconds) s old … \(c.maximumFutureSeconds) s ahead
+            clock       synchronised: \(c.clockSync); until then outside the window held, for at most \
+            \(c.clockWaitSeconds) s
             metrics     \(c.metricsListen.map { "http://\($0)/metrics" } ?? "off")
             reading     style \(c.reading.style?.rawValue ?? "(the daemon's)")  liang \
             \(c.reading.liang.map(String.init) ?? "(the daemon's)")
             status      \(c.statusEnabled ? "\(c.statusTopic) (retained, last will; refresh \(c.statusRefreshSeconds) s)" : "off")
-            receipts    \(c.receiptsEnabled ? "\(c.receiptTopic) (signed with \(c.effectiveReceiptKeyID ?? "?"))" : "off")
+            receipts    \(c.receiptsEnabled ? "\(c.receiptTopic) (\(c.alibaba == nil ? "signed with \(c.effectiveReceiptKeyID ?? "?")" : "the platform's event"))" : "off")
+            corpus      \(c.corpusEnabled ? "\(c.corpusDirectory) (at most \(c.corpusRules.maximumClips) clips, \(c.corpusRules.maximumBytes) bytes, \(c.corpusRules.maximumClipBytes) per clip; \(c.corpusRules.allowPlainHTTP ? "https and http" : "https only"))" : "off")
+            platform    \(c.alibaba.map { "Alibaba Cloud IoT: product \($0.productKey), device \($0.deviceName), client id \($0.signIn.clientID)" } ?? "our own channel (signed messages)")
             state       \(c.stateDirectory)
             """)
+    }
+}
+
+/// Who signs a message (`sign`, `publish`, `corpus`): the device, the key, the time, from the options or a config.
+struct SignerOptions: ParsableArguments {
+    @Option(name: .customLong("created-at"), help: "Creation time, Unix milliseconds (default: now).")
+    var createdAt: Int64?
+
+    @Option(help: "Device id (default: the config's).")
+    var device: String?
+
+    @Option(help: "Key id to sign with (default: the config's last key, by name).")
+    var kid: String?
+
+    @Option(help: "The key itself, \"hex:…\" or \"base64:…\" (default: the config's key for --kid).")
+    var key: String?
+
+    @Option(name: .long, help: "The push configuration to take the device and keys from.")
+    var config: String?
+
+    /// The configuration (if given), the device, the key id and its bytes, and the creation time.
+    func signing() throws -> (
+        configuration: PushConfiguration?, device: String, keyID: String, key: [UInt8], createdAt: Int64
+    ) {
+        let configuration = try config.map(loadConfiguration)
+        guard let device = device ?? configuration?.device else {
+            throw ValidationError("give --device or --config")
+        }
+        var keyring = configuration?.keyring ?? Keyring()
+        let keyID = kid ?? keyring.ids.last ?? "k1"
+        if let key {
+            do {
+                try keyring = Keyring(encoded: [keyID: key])
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        guard let secret = keyring.bytes(keyID) else {
+            throw ValidationError("no key \"\(keyID)\": give --key, or --config with that key id")
+        }
+        let createdAt = createdAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        return (configuration, device, keyID, secret, createdAt)
     }
 }
 
@@ -162,46 +209,17 @@ struct MessageOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Ask for 两 (or, with --no-liang, for 二) before 百/千/万/亿 (default: none).")
     var liang: Bool?
 
-    @Option(name: .customLong("created-at"), help: "Creation time, Unix milliseconds (default: now).")
-    var createdAt: Int64?
-
-    @Option(help: "Device id (default: the config's).")
-    var device: String?
-
-    @Option(help: "Key id to sign with (default: the config's last key, by name).")
-    var kid: String?
-
-    @Option(help: "The key itself, \"hex:…\" or \"base64:…\" (default: the config's key for --kid).")
-    var key: String?
-
-    @Option(name: .long, help: "The push configuration to take the device and keys from.")
-    var config: String?
+    @OptionGroup var signer: SignerOptions
 
     /// The signed message.
     func message() throws -> (PushMessage, PushConfiguration?) {
         guard (amount == nil) != (fen == nil) else { throw ValidationError("give an amount or --fen (one of them)") }
-        let configuration = try config.map(loadConfiguration)
-        guard let device = device ?? configuration?.device else {
-            throw ValidationError("give --device or --config")
-        }
-        var keyring = configuration?.keyring ?? Keyring()
-        let keyID = kid ?? keyring.ids.last ?? "k1"
-        if let key {
-            do {
-                try keyring = Keyring(encoded: [keyID: key])
-            } catch {
-                throw ValidationError(error.message)
-            }
-        }
-        guard let secret = keyring.key(keyID) else {
-            throw ValidationError("no key \"\(keyID)\": give --key, or --config with that key id")
-        }
+        let (configuration, device, keyID, secret, createdAt) = try signer.signing()
         var readingStyle: ReadingStyle?
         if let style {
             guard let parsed = ReadingStyle(rawValue: style) else { throw ValidationError("--style: decimal or units") }
             readingStyle = parsed
         }
-        let createdAt = createdAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let order = order ?? "P\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
         let message = PushMessage(
             device: device, order: order, amount: amount.map(PushAmount.text) ?? .fen(fen ?? 0), currency: currency,
@@ -229,17 +247,8 @@ struct Sign: ParsableCommand {
     }
 }
 
-struct Publish: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Sign a payment and publish it to the device's topic (QoS 1), for installers and tests.",
-        discussion: """
-            With --config, the broker, credentials, TLS files, device, topic and key come from the listener's \
-            configuration; options override them. Exit status: 0 published (the broker acknowledged), \
-            2 invalid input, 4 broker unreachable or did not acknowledge, 64 usage.
-            """)
-
-    @OptionGroup var message: MessageOptions
-
+/// Where `publish` and `corpus` publish: the broker, its credentials and TLS, the topic.
+struct BrokerOptions: ParsableArguments {
     @Option(help: "Topic (default: the config's first topic, or announce/<device>/payments).")
     var topic: String?
 
@@ -255,25 +264,8 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("ca-file"), help: "CA certificate file for mqtts:// (default: the config's).")
     var caFile: String?
 
-    @Option(name: .customLong("raw"), help: "Publish this file's bytes as they are (\"-\": standard input), unsigned.")
-    var raw: String?
-
-    func run() throws {
-        var payload: [UInt8]
-        var configuration: PushConfiguration?
-        var device = message.device
-        if let raw {
-            let data =
-                raw == "-" ? Data(StandardInput.readAll()) : FileManager.default.contents(atPath: raw)
-            guard let data else { throw ValidationError("cannot read \(raw)") }
-            payload = Array(data)
-            configuration = try message.config.map(loadConfiguration)
-        } else {
-            let (signed, loaded) = try message.message()
-            payload = signed.payload()
-            configuration = loaded
-            device = signed.device
-        }
+    /// Publishes `payload` as the options and `configuration` say; exits 4 if the broker does not take it.
+    func publish(_ payload: [UInt8], configuration: PushConfiguration?, device: String?) throws {
         var publisher: Publisher
         if let configuration {
             publisher = Publisher(configuration: configuration)
@@ -301,6 +293,113 @@ struct Publish: ParsableCommand {
             StandardError.write("announce-push: \(error.message)\n")
             throw ExitCode(4)
         }
+    }
+}
+
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign a payment and publish it to the device's topic (QoS 1), for installers and tests.",
+        discussion: """
+            With --config, the broker, credentials, TLS files, device, topic and key come from the listener's \
+            configuration; options override them. Exit status: 0 published (the broker acknowledged), \
+            2 invalid input, 4 broker unreachable or did not acknowledge, 64 usage.
+            """)
+
+    @OptionGroup var message: MessageOptions
+
+    @OptionGroup var target: BrokerOptions
+
+    @Option(name: .customLong("raw"), help: "Publish this file's bytes as they are (\"-\": standard input), unsigned.")
+    var raw: String?
+
+    func run() throws {
+        var payload: [UInt8]
+        var configuration: PushConfiguration?
+        var device = message.signer.device
+        if let raw {
+            let data =
+                raw == "-" ? Data(StandardInput.readAll()) : FileManager.default.contents(atPath: raw)
+            guard let data else { throw ValidationError("cannot read \(raw)") }
+            payload = Array(data)
+            configuration = try message.signer.config.map(loadConfiguration)
+        } else {
+            let (signed, loaded) = try message.message()
+            payload = signed.payload()
+            configuration = loaded
+            device = signed.device
+        }
+        try target.publish(payload, configuration: configuration, device: device)
+        print(String(decoding: payload, as: UTF8.self))
+    }
+}
+
+/// `announce-push corpus`: signs a corpus push (docs/push.md, "Corpus push") and publishes it, or only prints it.
+struct Corpus: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign a corpus push (clips to install by URL, or to delete) and publish it, for installers and tests.",
+        discussion: """
+            --clip ID FILE URL (repeated): install the clip FILE, which the terminal downloads from URL, under \
+            the corpus id ID; its format, size and SHA-256 are taken from FILE. --delete ID (repeated) or \
+            --delete-all instead. Exit status: 0 published (or printed), 2 invalid input, 4 broker unreachable, \
+            64 usage.
+            """)
+
+    @Option(
+        parsing: .upToNextOption,
+        help: ArgumentHelp("A clip to install: its corpus id, the file, the URL it is served at.", valueName: "id file url"))
+    var clip: [String] = []
+
+    @Option(help: "A corpus id to delete (repeat for more).")
+    var delete: [String] = []
+
+    @Flag(name: .customLong("delete-all"), help: "Delete every pushed clip.")
+    var deleteAll = false
+
+    @Option(help: "Task id (default: a new unique one).")
+    var task: String?
+
+    @Flag(name: .customLong("print"), help: "Only print the signed JSON; publish nothing.")
+    var printOnly = false
+
+    @OptionGroup var signer: SignerOptions
+
+    @OptionGroup var target: BrokerOptions
+
+    func run() throws {
+        let operations = (clip.isEmpty ? 0 : 1) + (delete.isEmpty ? 0 : 1) + (deleteAll ? 1 : 0)
+        guard operations == 1 else { throw ValidationError("give --clip …, --delete … or --delete-all (one of them)") }
+        guard clip.count % 3 == 0 else { throw ValidationError("--clip takes three values: ID FILE URL") }
+        let (configuration, device, keyID, secret, createdAt) = try signer.signing()
+        let taskID = task ?? "C\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
+        var corpusTask: CorpusTask
+        if !clip.isEmpty {
+            corpusTask = CorpusTask(task: taskID, op: .put)
+            for index in stride(from: 0, to: clip.count, by: 3) {
+                let (id, file, url) = (clip[index], clip[index + 1], clip[index + 2])
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw ValidationError("cannot read \(file)")
+                }
+                let format = String(file.split(separator: ".").last ?? "").lowercased()
+                corpusTask.clips.append(
+                    CorpusTask.Clip(
+                        id: id, url: url, format: format, size: data.count, sha256: CorpusDigest.sha256(Array(data))))
+            }
+        } else if !delete.isEmpty {
+            corpusTask = CorpusTask(task: taskID, op: .delete, ids: delete)
+        } else {
+            corpusTask = CorpusTask(task: taskID, op: .deleteAll)
+        }
+        let signed = CorpusSigner.sign(
+            CorpusMessage(device: device, keyID: keyID, task: corpusTask, createdAt: createdAt), key: secret)
+        let payload = signed.payload()
+        // What the listener would refuse for its shape is refused here too.
+        do {
+            _ = try CorpusMessage(payload: payload)
+        } catch {
+            StandardError.write("announce-push: \(error.message)\n")
+            throw ExitCode(2)
+        }
+        if !printOnly { try target.publish(payload, configuration: configuration, device: device) }
         print(String(decoding: payload, as: UTF8.self))
     }
 }

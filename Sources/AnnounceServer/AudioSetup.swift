@@ -25,9 +25,11 @@ struct AudioSetup {
             device: configuration.device, periodMicroseconds: configuration.periodMicroseconds,
             periods: configuration.periods, logger: logger)
         var settings = Player.Settings()
+        settings.probeAtStart = true
         settings.leadInMs = configuration.leadInMs
         settings.pauseMs = configuration.pauseMs
         settings.keepOpen = configuration.keepDeviceOpen
+        settings.endAheadMs = configuration.endAheadMs
         settings.recovery = audio.recovery
         settings.threadNice = audio.threadNice
         self.settings = settings

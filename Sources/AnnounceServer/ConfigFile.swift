@@ -34,8 +34,9 @@ public enum ConfigFile {
         } catch let error as TOMLParseError {
             throw AnnounceError(
                 .badRequest,
-                "\(source): line \(error.source.begin.line), column \(error.source.begin.column): "
-                    + error.description)
+                syntaxProblem(
+                    error.description, line: Int(error.source.begin.line), column: Int(error.source.begin.column),
+                    in: text, source: source))
         } catch {
             throw AnnounceError(.badRequest, "\(source): not valid TOML", cause: "\(error)")
         }
@@ -47,17 +48,69 @@ public enum ConfigFile {
         return reader.configuration
     }
 
+    /// Whether `text` holds `part`, by the standard library alone: `String.contains` of a string resolves to
+    /// Foundation's here (TOMLKit brings it in), which the release build, linked without full Foundation, cannot
+    /// link ("undefined symbol … range(of:options:range:locale:)").
+    static func holds(_ text: String, _ part: String) -> Bool {
+        let text = Array(text.utf8)
+        let part = Array(part.utf8)
+        guard part.count <= text.count else { return false }
+        return (0...(text.count - part.count)).contains { text[$0..<($0 + part.count)].elementsEqual(part) }
+    }
+
+    /// A TOML syntax error as every other problem of the file is said: `file: section.key: problem`, with where it
+    /// is (`(line 3, column 8)`), the key being the one written on that line under the last `[section]` above it;
+    /// `file: line 3, column 8: problem` on a line without a key (a table header). toml++'s own words ("Error while
+    /// parsing string: unescaped control characters other than TAB (U+0009) are explicitly prohibited") become
+    /// what they mean when it is clear: a string left open.
+    static func syntaxProblem(
+        _ description: String, line: Int, column: Int, in text: String, source: String
+    ) -> String {
+        var problem = description
+        let parsing = "Error while parsing "
+        if problem.hasPrefix(parsing) { problem.removeFirst(parsing.count) }
+        if problem.hasPrefix("string: ") || problem.hasPrefix("literal string: "),
+            holds(problem, "control characters") || holds(problem, "end-of-file")
+        {
+            problem = "unterminated string: its closing quote is missing"
+        } else {
+            problem = "not valid TOML (\(problem))"
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let place = "line \(line), column \(column)"
+        guard (1...lines.count).contains(line) else { return "\(source): \(place): \(problem)" }
+        let written = lines[line - 1].drop(while: \.isWhitespace)
+        guard !written.hasPrefix("["), let equals = written.firstIndex(of: "=") else {
+            return "\(source): \(place): \(problem)"
+        }
+        let key = written[..<equals].trimmingSpaces().filter { $0 != "\"" && $0 != "'" }
+        let section = lines[..<(line - 1)].reversed().lazy.compactMap { text -> String? in
+            let header = text.trimmingSpaces()
+            guard header.hasPrefix("["), let end = header.firstIndex(of: "]") else { return nil }
+            return header[..<end].filter { $0 != "[" }.trimmingSpaces()
+        }.first
+        return "\(source): \(section.map { "\($0).\(key)" } ?? key): \(problem) (\(place))"
+    }
+
     private struct Reader {
         let source: String
         var configuration: DaemonConfiguration
         var problems: [String] = []
+        /// The section being read (`queue`), while ``section(_:_:_:)`` reads one.
+        var section: String?
 
         init(source: String, configuration: DaemonConfiguration) {
             self.source = source
             self.configuration = configuration
         }
 
-        mutating func problem(_ key: String, _ message: String) { problems.append("\(source): \(key): \(message)") }
+        /// `file: section.key: message`, always: a key given bare inside a section (the typed readers get the key
+        /// as the section's reader has it, `capacity`) is named with its section (`queue.capacity`).
+        mutating func problem(_ key: String, _ message: String) {
+            // A Character, not a string: Foundation's String.contains cannot be linked in the release build (holds).
+            let name = key.contains(Character(".")) ? key : section.map { "\($0).\(key)" } ?? key
+            problems.append("\(source): \(name): \(message)")
+        }
 
         mutating func read(_ table: TOMLTable) {
             for key in table.keys {
@@ -81,8 +134,15 @@ public enum ConfigFile {
                         configuration.voicesDirectory = path
                         configuration.voicesOrigin = "voices in \(source)"
                     }
+                case "corpus": string(key, value) { $0.corpusDirectory = $1.isEmpty ? nil : $1 }
                 case "lang": string(key, value) { $0.language = $1 }
                 case "log_level": string(key, value) { $0.logLevel = $1 }
+                case "clock_sync":
+                    if let sync = value.string.flatMap(ClockSync.init(text:)) {
+                        configuration.clockSync = sync
+                    } else {
+                        problem(key, ClockSync.expected)
+                    }
                 case "queue": section(key, value) { reader, key, value in reader.queue(key, value) }
                 case "audio": section(key, value) { reader, key, value in reader.audio(key, value) }
                 case "access": section(key, value) { reader, key, value in reader.access(key, value) }
@@ -115,6 +175,7 @@ public enum ConfigFile {
             case "lead_in_ms": int(key, value) { $0.leadInMs = $1 }
             case "pause_ms": int(key, value) { $0.pauseMs = $1 }
             case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
+            case "end_ahead_ms": int(key, value) { $0.endAheadMs = $1 }
             case "volume_threshold": threshold(key, value)
             case "stall_limit": duration("audio.\(key)", value) { $0.audioStallLimitSeconds = $1 }
             case "mixer":
@@ -323,6 +384,8 @@ public enum ConfigFile {
             _ each: (inout Reader, String, any TOMLValueConvertible) -> Void
         ) {
             guard let table = value.table else { return problem(key, "must be a table ([\(key)])") }
+            section = key
+            defer { section = nil }
             for inner in table.keys {
                 guard let innerValue = table[inner] else { continue }
                 each(&self, inner, innerValue)

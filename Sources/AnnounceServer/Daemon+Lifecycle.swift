@@ -14,17 +14,34 @@ import Logging
 /// Housekeeping, configuration reload (SIGHUP) and graceful stop (SIGTERM).
 extension Daemon {
     /// Forgets history and order ids older than their retention (hourly).
-    public func housekeeping() {
+    public func housekeeping() async {
         let current = live.withLock { $0.configuration }
-        let nowMs = WallClock.nowMs
         let windowMs = Int64(current.dedupWindowSeconds * 1000)
         let keepMs = Int64(max(current.historyRetentionSeconds, current.dedupWindowSeconds) * 1000)
-        jobs.expireDedup(nowMs: nowMs)
         do {
-            let purged = try jobs.journal.purge(jobsBeforeMs: nowMs - keepMs, ordersBeforeMs: nowMs - windowMs)
+            let purged = try await jobs.housekeeping(keepMs: keepMs, windowMs: windowMs)
             logger.debug("housekeeping", metadata: ["jobs": "\(purged.jobs)", "orders": "\(purged.orders)"])
         } catch {
             logger.error("housekeeping failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// While the journal is kept in memory: tries its file again (on the job executor: no job is accepted
+    /// meanwhile), and says so when it is back on disk.
+    public func retryJournal() async {
+        switch await jobs.returnToDisk() {
+        case nil: return
+        case .onDisk?:
+            logger.notice(
+                "the journal is on disk again, with what was accepted while it was kept in memory",
+                metadata: ["event": .event(.journalOnDisk), "journal": "\(configuration.journalPath)"])
+            jobs.events.statusChanged()
+        case .waitingFor(let jobs)?:
+            logger.info(
+                "the journal's file can be used again; moving there once the jobs accepted in memory have finished",
+                metadata: ["jobs": "\(jobs)"])
+        case .unusable(let problem)?:
+            logger.debug("the journal's file still cannot be used", metadata: ["error": "\(problem)"])
         }
     }
 
@@ -36,12 +53,21 @@ extension Daemon {
         let problems = new.problems()
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         let policy = try AccessPolicy(configuration: new)
-        let voices: VoiceLibrary
+        var voices: VoiceLibrary
         do {
             defer { Self.releaseDecoders(logger) }
-            voices = try VoicePackLoader.loadLibrary(
-                directory: new.voicesSearch.locate(), defaultLanguage: new.language,
-                options: Self.voicePackOptions(stateDirectory: configuration.stateDirectory))
+            // Decoding clips reads the disk: off Swift's cooperative pool.
+            let options = Self.voicePackOptions(stateDirectory: configuration.stateDirectory)
+            voices = try await offThePool { () throws(AnnounceError) in
+                try VoicePackLoader.loadLibrary(
+                    directory: new.voicesSearch.locate(), defaultLanguage: new.language, options: options,
+                    corpus: new.corpusDirectory)
+            }
+        }
+        // Pushed clips that cannot be loaded now leave the ones loaded before in force, as `corpus` does.
+        let loaded = live.withLock { $0.voices }
+        if let problem = voices.corpus.problem, loaded.sampleRate == voices.sampleRate {
+            voices = voices.with(corpus: loaded.corpus.with(problem: problem))
         }
         var needRestart: [String] = []
         let old = configuration
@@ -55,8 +81,9 @@ extension Daemon {
         if new.subscriberBuffer != old.subscriberBuffer { needRestart.append("limits.subscriber_buffer") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
             || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
+            || new.endAheadMs != old.endAheadMs
         {
-            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open")
+            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open/end_ahead_ms")
         }
         var newAudio = new.audio
         newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels
@@ -82,9 +109,10 @@ extension Daemon {
         await jobs.setCapacity(new.queueCapacity)
         let override = live.withLock { $0.thresholdOverride }
         volumeGuard?.setThreshold(new.audio.threshold(percent: override ?? new.volumeThreshold))
-        jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
+        await jobs.setDedupWindow(Int64(new.dedupWindowSeconds * 1000))
         player.replacePack(voices.defaultPack)
         Self.logLoaded(voices, logger)
+        if let corpus = new.corpusDirectory { Self.logCorpus(voices.corpus, directory: corpus, logger) }
         if let level = Logger.Level(rawValue: new.logLevel) { AnnounceLogHandler.level = level }
         logger.notice(
             "configuration reloaded",
@@ -100,12 +128,15 @@ extension Daemon {
     /// `shutdown_timeout`), and keeps every job not heard — waiting, or cut — in the journal for the next start.
     public func stop() async {
         let waiting = await jobs.close()
-        logger.notice(
-            "stopping: finishing the announcement playing; waiting jobs stay in the journal",
-            metadata: [
-                "event": .event(.stopping), "waiting": "\(waiting.count)",
-                "playing": "\(player.playingJobID.map(String.init) ?? "none")",
-            ])
+        // A daemon that never started (it could not listen) has nothing playing to finish: it says nothing of it.
+        if playerStarted.load(ordering: .acquiring) {
+            logger.notice(
+                "stopping: finishing the announcement playing; waiting jobs stay in the journal",
+                metadata: [
+                    "event": .event(.stopping), "waiting": "\(waiting.count)",
+                    "playing": "\(player.playingJobID.map(String.init) ?? "none")",
+                ])
+        }
         let timeout = live.withLock { $0.configuration.shutdownTimeoutSeconds }
         let player = self.player
         let logger = self.logger
@@ -128,13 +159,13 @@ extension Daemon {
         }
         cutter.cancel()
         await jobs.flush(timeout: .seconds(5))
-        let unrecorded = jobs.journalHealth.unrecorded
+        let unrecorded = await jobs.unrecordedCount
         if unrecorded > 0 {
             logger.error(
                 "stopping with job ends not recorded (the journal cannot be written); those jobs are spoken again at the next start",
                 metadata: ["changes": "\(unrecorded)"])
         }
-        jobs.releaseWaiters()
+        await jobs.releaseWaiters()
         await jobs.events.waitUntilServed(timeout: .seconds(2))
     }
 }

@@ -28,17 +28,9 @@ extension Daemon {
     public func replay(
         job id: UInt64?, priority: JobPriority, ttlMs: Int64?, wait: Bool
     ) async throws(AnnounceError) -> Submission {
-        let source: JobRecord
-        if let id {
-            guard let record = try jobs.journal.job(id) else {
-                throw AnnounceError(.notFound, "no job \(id) in the history")
-            }
-            source = record
-        } else {
-            guard let record = try jobs.journal.lastSpokenPayment() else {
-                throw AnnounceError(.notFound, "nothing has been announced yet")
-            }
-            source = record
+        guard let source = try await jobs.record(of: id) else {
+            if let id { throw AnnounceError(.notFound, "no job \(id) in the history") }
+            throw AnnounceError(.notFound, "nothing has been announced yet")
         }
         guard let utterance = source.decodedUtterance else {
             throw AnnounceError(.internalError, "the journal row of job \(source.jobID) cannot be read")
@@ -50,20 +42,15 @@ extension Daemon {
     }
 
     /// The most recent jobs, newest first (from the journal; live ones as they are now).
-    public func history(limit: Int) throws(AnnounceError) -> [JobInfo] {
-        try jobs.journal.history(limit: limit).map { record in jobs.liveInfo(record.jobID) ?? record.info }
+    public func history(limit: Int) async throws(AnnounceError) -> [JobInfo] {
+        try await jobs.history(limit: limit)
     }
 
     /// The job playing, then the waiting ones in play order, with their positions.
-    public func queueListing() -> [JobInfo] {
-        var listing: [JobInfo] = []
-        if let playing = player.playingJobID, let info = jobs.liveInfo(playing) { listing.append(info) }
-        for (index, job) in jobs.queue.snapshot.enumerated() {
-            guard var info = jobs.liveInfo(job.id) else { continue }
-            info.position = index
-            listing.append(info)
-        }
-        return listing
+    public func queueListing() async -> [JobInfo] {
+        let playing = player.playingJobID
+        let waiting = jobs.queue.snapshot.map(\.id)
+        return await jobs.listing(playing: playing, waiting: waiting)
     }
 
     /// Waits for a job's final state (or the shutdown).
@@ -71,7 +58,7 @@ extension Daemon {
         await jobs.waitUntilFinished(id)
     }
 
-    public func status(peer: PeerCredentials?) -> DaemonStatus {
+    public func status(peer: PeerCredentials?) async -> DaemonStatus {
         let current = live.withLock { $0 }
         let waiting = jobs.queue.snapshot
         var byPriority: [String: Int] = [:]
@@ -83,31 +70,26 @@ extension Daemon {
                 lang: pack.language, name: pack.manifest.name, sampleRate: pack.sampleRate, clips: pack.clips.count,
                 isDefault: pack.language == current.voices.defaultPack.language)
         }
-        let (orders, windowMs) = jobs.dedupSummary
-        let health = jobs.journalHealth
-        var journal = DaemonStatus.Journal(
-            path: jobs.journal.path, recoveredAtStart: recovered.pending, interruptedAtStart: recovered.interrupted,
-            dedupOrders: orders, dedupWindowSeconds: Double(windowMs) / 1000,
-            recoveredFromCorruption: jobs.journal.recoveredFromCorruption)
-        journal.unrecorded = health.unrecorded
-        journal.lastError = health.error.map(ErrorInfo.init)
-        journal.reserve = jobs.journal.hasReserve
+        let recovered = self.recovered
+        let (journal, unfinished, closed, lastPayment, lastHeard) = await jobs.statusParts(recovered: recovered)
+        // The mixer's part may wait on a sound server: off Swift's cooperative pool.
+        let audio = (try? await offThePool { self.audioStatus() }) ?? AudioStatus(device: current.configuration.device)
         var status = DaemonStatus(
-            state: jobs.isClosed ? "stopping" : "running", v: ProtocolVersion.current,
+            state: closed ? "stopping" : "running", v: ProtocolVersion.current,
             pid: getpid(), uptimeSeconds: Double(Monotonic.nanos - startedAt) / 1e9,
             socket: current.configuration.socketPath, clients: clients.load(ordering: .relaxed),
             queue: DaemonStatus.Queue(
                 waiting: waiting.count, capacity: jobs.queue.capacity, byPriority: byPriority,
-                playing: player.playingJobID, unfinished: jobs.unfinished),
+                playing: player.playingJobID, unfinished: unfinished),
             voices: voices,
             journal: journal,
-            totals: metrics.currentTotals, audio: audioStatus(),
+            totals: metrics.currentTotals, audio: audio,
             peer: peer.map {
                 DaemonStatus.Peer(pid: $0.pid, uid: $0.uid, gid: $0.gid, access: current.policy.access(for: $0))
             })
         status.version = BuildInfo.version
         status.commit = BuildInfo.commit
-        status.lastPayment = jobs.lastPayment
+        status.lastPayment = lastPayment
         if let endpoint = metricsEndpoint {
             var metrics = DaemonStatus.Metrics(listen: "\(endpoint.address)")
             switch endpoint.state {
@@ -117,7 +99,8 @@ extension Daemon {
             }
             status.metrics = metrics
         }
-        status.lastHeard = jobs.lastHeard
+        status.lastHeard = lastHeard
+        status.corpus = Self.corpusStatus(current.voices, directory: current.configuration.corpusDirectory)
         return status
     }
 
@@ -145,10 +128,8 @@ extension Daemon {
         if let percent, !(0...100).contains(percent) {
             throw AnnounceError(.badRequest, "threshold must be a percentage 0…100")
         }
-        try await jobs.onAcceptor { () throws(AnnounceError) in
-            try self.jobs.journal.setSetting(Self.thresholdSetting, percent.map(String.init))
-            self.live.withLock { $0.thresholdOverride = percent }
-        }
+        try await jobs.setSetting(Self.thresholdSetting, percent.map(String.init))
+        live.withLock { $0.thresholdOverride = percent }
         let configured = live.withLock { $0.configuration }
         volumeGuard?.setThreshold(configured.audio.threshold(percent: percent ?? configured.volumeThreshold))
         jobs.events.statusChanged()

@@ -3,10 +3,10 @@ import AnnounceCore
 /// The day's takings (`today`, the long press of the total key, `summary.say_at`): counted from the journal, day
 /// boundaries in the terminal's local time zone (``LocalDay``).
 extension Daemon {
-    /// The payments and refunds heard on `day` (a journal read: call it off Swift's cooperative pool).
-    public func daySummary(_ day: LocalDay) throws(AnnounceError) -> DaySummary {
+    /// The payments and refunds heard on `day` (read from the journal on the job executor).
+    public func daySummary(_ day: LocalDay) async throws(AnnounceError) -> DaySummary {
         let bounds = day.bounds
-        return DaySummary(day: day, totals: try jobs.journal.dayTotals(fromMs: bounds.startMs, toMs: bounds.endMs))
+        return DaySummary(day: day, totals: try await jobs.dayTotals(fromMs: bounds.startMs, toMs: bounds.endMs))
     }
 
     /// Speaks `summary` with the voice pack's summary templates: a job like a payment's, queued behind the

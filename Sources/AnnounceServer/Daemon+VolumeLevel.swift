@@ -10,9 +10,6 @@ extension Daemon {
     /// The journal setting: `CTL/ELEMENT=RAW,RAW…`, the element's raw values per channel.
     static let levelSetting = "volume_level"
 
-    /// Journal writes of the level, in order, off the audio thread (which reports a level it finds changed).
-    private static let levelWriter = DispatchQueue(label: "announce.volume-level")
-
     /// The mixer element's guard, or `not_found` when no mixer is configured.
     func mixerGuard() throws(AnnounceError) -> VolumeGuard {
         guard let volumeGuard else {
@@ -66,15 +63,19 @@ extension Daemon {
     /// From now on, keeps the owner's level in the journal whenever it changes.
     func keepEverydayLevel() {
         guard let volumeGuard else { return }
+        let element = volumeGuard.address
         volumeGuard.observeEveryday { [self] level in
-            Self.levelWriter.async { self.keep(level, of: volumeGuard.address) }
+            // Reported by the audio thread: written on the job executor, in order, without waiting for it.
+            let text = Self.text(level, of: element)
+            jobs.post { jobs in self.keep(text, jobs) }
         }
     }
 
     /// Keeps the level the mixer holds now (at a stop: a change made with amixer since the last alert is kept).
     func recordEverydayLevel() {
         guard let volumeGuard, let (level, _) = try? volumeGuard.everydayLevel() else { return }
-        Self.levelWriter.sync { keep(level, of: volumeGuard.address) }
+        let text = Self.text(level, of: volumeGuard.address)
+        _ = try? jobs.sync { jobs in self.keep(text, jobs) }
     }
 
     /// `CTL/ELEMENT=RAW,RAW` and, for a mute by the mute key on an element without a switch, ` muted-from=RAW,RAW`.
@@ -84,10 +85,9 @@ extension Daemon {
         return text
     }
 
-    private func keep(_ level: EverydayLevel, of element: MixerElementAddress) {
-        let value = Self.text(level, of: element)
+    private func keep(_ value: String, _ jobs: isolated JobLifecycle) {
         do {
-            if try jobs.journal.setting(Self.levelSetting) != value { try jobs.journal.setSetting(Self.levelSetting, value) }
+            try jobs.setSetting(Self.levelSetting, value)
         } catch {
             logger.warning("cannot keep the volume level in the journal", metadata: ["error": "\(error)"])
         }
@@ -98,7 +98,9 @@ extension Daemon {
     func restoreEverydayLevel() {
         guard let volumeGuard else { return }
         do {
-            guard let text = try jobs.journal.setting(Self.levelSetting) else { return }
+            guard let text = try jobs.sync({ (jobs) throws(AnnounceError) in try jobs.setting(Self.levelSetting) }) else {
+                return
+            }
             let parts = text.split(separator: " ")
             guard let first = parts.first, let equals = first.lastIndex(of: "="),
                 first[..<equals] == "\(volumeGuard.address)"

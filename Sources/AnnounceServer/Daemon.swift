@@ -1,4 +1,5 @@
 import AnnounceALSA
+import AnnounceClock
 import AnnounceCore
 import AnnounceSound
 import AnnounceJournal
@@ -65,11 +66,26 @@ public final class Daemon: Sendable {
         let started = Monotonic.nanos
         let voices = try VoicePackLoader.loadLibrary(
             directory: configuration.voicesSearch.locate(), defaultLanguage: configuration.language,
-            options: Self.voicePackOptions(stateDirectory: configuration.stateDirectory))
+            options: Self.voicePackOptions(stateDirectory: configuration.stateDirectory),
+            corpus: configuration.corpusDirectory)
         Self.releaseDecoders(logger)
         Self.logLoaded(voices, logger)
+        if let corpus = configuration.corpusDirectory { Self.logCorpus(voices.corpus, directory: corpus, logger) }
         logger.debug("voice packs loaded", metadata: ["ms": "\(Double(Monotonic.nanos - started) / 1e6)"])
-        let journal = try Journal(path: configuration.journalPath)
+        // A state folder that cannot be used (read-only, another owner, not a file, full) does not silence the
+        // speaker: the journal is kept in memory until the file can be used again (``retryJournal()``).
+        let journal = try Journal.openOrKeepInMemory(path: configuration.journalPath)
+        if let problem = journal.problem {
+            logger.error(
+                """
+                \(problem.message): keeping the journal in memory — payments are spoken, but what is accepted is lost \
+                if the daemon stops before the journal is back on disk (tried again every \(Self.journalRetrySeconds) s)
+                """,
+                metadata: [
+                    "event": .event(.journalInMemory), "journal": "\(configuration.journalPath)",
+                    "error": "\(problem.cause ?? problem.message)",
+                ])
+        }
         if let evidence = journal.recoveredFromCorruption {
             logger.error(
                 """
@@ -104,10 +120,27 @@ public final class Daemon: Sendable {
         let metrics = DaemonMetrics(registry: metricsRegistry, paymentTotals: paymentTotals)
         self.metrics = metrics
 
-        let nowMs = WallClock.nowMs
+        // Durations (the dedup window, retention, ttl) are measured on the boot clock within a boot, so a wall
+        // clock set since (NTP after a boot without a battery-backed clock) purges and doubles nothing; the wall
+        // times of this boot are corrected once the clock is trusted (docs/protocol.md, "Time").
+        let now = ClockStamp.now(sync: configuration.clockSync)
+        if now.trusted { try journal.record([.clockSet(now)]) }
+        let reanchored = try journal.reanchorUntrustedOrders(now: now)
+        if reanchored > 0 {
+            logger.notice(
+                "order ids stamped by an untrusted clock in an earlier boot are kept a whole window from now",
+                metadata: ["orders": "\(reanchored)"])
+        }
+        if !now.trusted {
+            logger.warning(
+                "the wall clock is not synchronised; times recorded now are corrected once it is, durations do not depend on it",
+                metadata: ["clock_sync": "\(configuration.clockSync)"])
+        }
+        // What the previous run left unfinished: spoken again below.
+        let recovery = try journal.recover()
         let windowMs = Int64(configuration.dedupWindowSeconds * 1000)
         let keepMs = Int64(max(configuration.historyRetentionSeconds, configuration.dedupWindowSeconds) * 1000)
-        let purged = try journal.purge(jobsBeforeMs: nowMs - keepMs, ordersBeforeMs: nowMs - windowMs)
+        let purged = try journal.purge(now: now, keepMs: keepMs, windowMs: windowMs)
         if purged.jobs + purged.orders > 0 {
             logger.info("journal purged", metadata: ["jobs": "\(purged.jobs)", "orders": "\(purged.orders)"])
         }
@@ -118,8 +151,8 @@ public final class Daemon: Sendable {
         volumeGuard = audio.volume
         let events = EventTarget()
         jobs = try JobLifecycle(
-            journal: journal, capacity: configuration.queueCapacity, dedupWindowMs: windowMs, nowMs: nowMs,
-            logger: logger, subscriberBuffer: configuration.subscriberBuffer,
+            journal: journal, capacity: configuration.queueCapacity, dedupWindowMs: windowMs, now: now,
+            clockSync: configuration.clockSync, logger: logger, subscriberBuffer: configuration.subscriberBuffer,
             wakePlayer: { events.daemon?.player.wake() }
         ) { info, result in
             events.daemon?.ended(info, result: result)
@@ -133,11 +166,12 @@ public final class Daemon: Sendable {
             queue: jobs.queue, pack: voices.defaultPack, sink: audio.sink, settings: audio.settings,
             volume: audio.volume, ducker: audio.ducker, logger: logger
         ) { event in
-            events.daemon?.handle(event)
+            // The audio thread's reports go to the job executor, in order, without waiting (JobLifecycle.post).
+            guard let daemon = events.daemon else { return }
+            daemon.jobs.post { jobs in daemon.handle(event, jobs) }
         }
 
         // Jobs the previous run accepted but never finished hearing are spoken now (subject to their ttl).
-        let recovery = try journal.recover(nowMs: nowMs)
         recovered = (recovery.pending.count, recovery.interrupted)
         events.daemon = self
         for record in recovery.pending where record.attempts > 0 {
@@ -145,13 +179,16 @@ public final class Daemon: Sendable {
                 "job was playing when the previous run ended; speaking it again in full",
                 metadata: ["job.id": "\(record.jobID)", "text": "\(record.text)"])
         }
-        try requeue(recovery.pending, voices: voices, nowMs: nowMs)
+        try requeue(recovery.pending, voices: voices, now: now, journal: journal)
         if !recovery.pending.isEmpty {
             logger.notice("recovered unfinished jobs from the journal", metadata: ["jobs": "\(recovery.pending.count)"])
         }
     }
 
     static let thresholdSetting = "volume_threshold"
+
+    /// How often a journal kept in memory tries its file again.
+    public static let journalRetrySeconds = 5
 
     /// Starts the audio thread (once).
     public func start() {
@@ -177,11 +214,11 @@ public final class Daemon: Sendable {
         let options = request.readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
         let announcement = try pack.composer.compose(request.utterance, options: options)
         let ttlMs = request.ttlMs ?? current.configuration.defaultTTLMs(for: request.priority)
-        let nowMs = WallClock.nowMs
+        // Stamped again by the acceptor, in turn with the de-duplication check (JobLifecycle.accept).
         let record = JobRecord(
             priority: request.priority, utterance: request.utterance, lang: pack.language, style: request.style,
             liang: request.liang, order: request.order, announcement: announcement, replayOf: replayOf,
-            acceptedAtMs: nowMs, ttlMs: ttlMs.flatMap { $0 > 0 ? $0 : nil })
+            accepted: .wall(WallClock.nowMs), ttlMs: ttlMs.flatMap { $0 > 0 ? $0 : nil })
         let job = Job(
             id: 0, utterance: request.utterance, order: request.order, announcement: announcement,
             acceptedAt: received, priority: request.priority,
@@ -207,8 +244,11 @@ public final class Daemon: Sendable {
     }
 
     /// Puts jobs recovered from the journal back in the queue, composed with today's voice packs.
-    private func requeue(_ records: [JobRecord], voices: VoiceLibrary, nowMs: Int64) throws(AnnounceError) {
+    private func requeue(
+        _ records: [JobRecord], voices: VoiceLibrary, now: ClockStamp, journal: Journal
+    ) throws(AnnounceError) {
         var failed: [Journal.Outcome] = []
+        var adopted: [(Job, JobInfo)] = []
         for record in records {
             do throws(AnnounceError) {
                 guard let utterance = record.decodedUtterance else {
@@ -219,33 +259,40 @@ public final class Daemon: Sendable {
                     utterance: utterance, style: record.readingStyle, liang: record.liang, priority: .payment
                 ).readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
                 let announcement = try pack.composer.compose(utterance, options: options)
-                let now = Monotonic.nanos
-                let ageNanos = UInt64(max(0, nowMs - record.acceptedAt)) * 1_000_000
+                // Its age on the boot clock within this boot, else on the wall clock (ClockStamp.age).
+                let monotonic = Monotonic.nanos
+                let ageMs = record.accepted.age(at: now)
+                let ageNanos = UInt64(max(0, ageMs)) * 1_000_000
                 var expiresAt: UInt64?
                 if let ttl = record.ttlMs {
-                    let remaining = record.acceptedAt + ttl - nowMs
-                    expiresAt = remaining > 0 ? now + UInt64(remaining) * 1_000_000 : 0
+                    let remaining = ttl - ageMs
+                    expiresAt = remaining > 0 ? monotonic + UInt64(remaining) * 1_000_000 : 0
                 }
                 var job = Job(
                     id: record.jobID, utterance: utterance, order: record.orderId, announcement: announcement,
-                    acceptedAt: now > ageNanos ? now - ageNanos : 0, priority: record.jobPriority,
+                    acceptedAt: monotonic > ageNanos ? monotonic - ageNanos : 0, priority: record.jobPriority,
                     expiresAt: expiresAt, voice: pack)
                 job.attempts = record.attempts
                 var info = record.info
                 info.state = .queued
-                try jobs.adopt(job, info: info)
+                adopted.append((job, info))
             } catch {
                 logger.error(
                     "recovered job cannot be spoken", metadata: ["job.id": "\(record.jobID)", "error": "\(error)"])
-                failed.append(Journal.Outcome(id: record.jobID, state: .failed, atMs: nowMs, error: error))
+                failed.append(Journal.Outcome(id: record.jobID, state: .failed, at: now, error: error))
             }
         }
-        try jobs.journal.finishNow(failed)
+        try journal.finishNow(failed)
+        let recovered = adopted
+        try jobs.sync { (jobs) throws(AnnounceError) in
+            for (job, info) in recovered { try jobs.adopt(job, info: info) }
+        }
     }
 
     // MARK: Player events
 
-    private func handle(_ event: Player.Event) {
+    /// An audio thread's report, on the job executor.
+    private func handle(_ event: Player.Event, _ jobs: isolated JobLifecycle) {
         switch event {
         case let .started(id, attempt):
             jobs.started(id, attempt: attempt)
@@ -264,12 +311,26 @@ public final class Daemon: Sendable {
                     ])
             case .giveUp:
                 logger.error(
-                    "audio device failed for too long; the job is reported failed",
+                    """
+                    audio device missing: every job waiting is reported failed, and new jobs fail at once until it \
+                    can be opened again (tried at each job, and every few seconds)
+                    """,
                     metadata: [
-                        "event": .event(.deviceFailed), "job.id": "\(job)", "error": "\(error)",
+                        "event": .event(.deviceMissing), "job.id": "\(job)", "error": "\(error)",
                         "error.code": "\(error.code.rawValue)", "gave_up": "true",
                     ])
             }
+        case let .deviceMissing(error):
+            lastDeviceError.withLock { $0 = error }
+            jobs.events.statusChanged()
+            logger.warning(
+                """
+                the audio device cannot be opened now; jobs are accepted and each tries it, and fails at once if it \
+                is still away (it may appear later: a USB speaker plugged in, a sound server started)
+                """,
+                metadata: [
+                    "event": .event(.deviceMissing), "device": "\(configuration.device)", "error": "\(error)",
+                ])
         case let .deviceRecovered(failures):
             jobs.events.statusChanged()
             logger.notice(

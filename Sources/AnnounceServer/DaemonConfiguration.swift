@@ -29,9 +29,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// How `voicesDirectory` was chosen (``VoicePackSearch``): `--voices`, `voices in FILE`, `$ANNOUNCE_VOICES`,
     /// `installed` — said in the error when no pack is there.
     public var voicesOrigin = VoicePackSearch.installedOrigin
+    /// The folder of clips the fleet pushed (the push listener's `corpus` folder, docs/voice-packs.md "Pushed
+    /// clips"), loaded beside the voice packs so that they can be spoken by id; nil (`corpus = ""`): none. A folder
+    /// that does not exist yet is an empty corpus.
+    public var corpusDirectory: String? = Self.defaultCorpusDirectory
     /// Language of the voice pack used when a request names none ("zh", "en", …).
     public var language = "zh"
     public var logLevel = "info"
+    /// What says the wall clock is right (``ClockSync``): times recorded while it is not are corrected once it is.
+    public var clockSync = ClockSync.kernel
 
     // Queue
     /// Most urgent + payment jobs waiting at once; more are refused with `queue_full`.
@@ -63,6 +69,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var pauseMs = 500
     /// Keep the PCM open between bursts.
     public var keepDeviceOpen = false
+    /// On dmix (a ring other clients share), how far ahead of the speaker a job's end is written, milliseconds
+    /// (``Player/Settings/endAheadMs``).
+    public var endAheadMs = 60
     /// The volume (percent) an announcement is raised to if the mixer is lower; nil: never raised.
     /// A `volume` request may override it at run time (kept in the journal). `audio.volumeThresholdDecibels`
     /// gives it in dB instead.
@@ -128,6 +137,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
 
     /// The default config file.
     public static let defaultConfigFile = "/etc/announce/announced.toml"
+    /// Where the installed push listener keeps the clips it was pushed (its state folder's `corpus`).
+    public static let defaultCorpusDirectory = "/var/lib/announce-push/corpus"
 
     /// The default socket path: `/run/announce/announce.sock` for root, `$XDG_RUNTIME_DIR/announce.sock` otherwise.
     public static func defaultSocketPath(isRoot: Bool, runtimeDirectory: String?) -> String {
@@ -181,6 +192,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check((2...64).contains(periods), "audio.periods: must be 2…64")
         check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
         check((0...5_000).contains(pauseMs), "audio.pause_ms: must be 0…5000")
+        check((20...1_000).contains(endAheadMs), "audio.end_ahead_ms: must be 20…1000")
         if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
         problems += audio.problems(percentThreshold: volumeThreshold)
         check(
@@ -273,8 +285,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
             device = "\(device)"
             state_dir = "\(stateDirectory)"
             voices = "\(voicesDirectory)" # \(voicesOrigin)
+            corpus = "\(corpusDirectory ?? "")"
             lang = "\(language)"
             log_level = "\(logLevel)"
+            clock_sync = "\(clockSync)"
             [queue]
             capacity = \(queueCapacity)
             payment_ttl = \(Duration.describe(paymentTTLSeconds))
@@ -288,6 +302,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             lead_in_ms = \(leadInMs)
             pause_ms = \(pauseMs)
             keep_open = \(keepDeviceOpen)
+            end_ahead_ms = \(endAheadMs)
             volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
             \(audio.summary)
             stall_limit = \(Duration.describe(audioStallLimitSeconds))
@@ -328,6 +343,8 @@ public struct ConfigurationOverrides: Sendable {
     public var device: String?
     public var stateDirectory: String?
     public var voicesDirectory: String?
+    /// `--corpus`: `""` turns the pushed clips off.
+    public var corpusDirectory: String?
     public var language: String?
     public var logLevel: String?
     public var queueCapacity: Int?
@@ -370,6 +387,7 @@ public struct ConfigurationOverrides: Sendable {
             configuration.voicesDirectory = voicesDirectory
             configuration.voicesOrigin = "--voices"
         }
+        if let corpusDirectory { configuration.corpusDirectory = corpusDirectory.isEmpty ? nil : corpusDirectory }
         set(language, \.language)
         set(logLevel, \.logLevel)
         set(queueCapacity, \.queueCapacity)
@@ -410,10 +428,15 @@ extension DaemonConfiguration {
         configFile path: String?, overrides: ConfigurationOverrides,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(AnnounceError) -> DaemonConfiguration {
+        let file = path ?? defaultConfigFile
         var configuration = try ConfigFile.load(
-            path: path ?? defaultConfigFile, required: path != nil, onto: defaults(environment: environment))
+            path: file, required: path != nil, onto: defaults(environment: environment))
+        // A value out of range that the file set is named with the file (`file: queue.capacity: must be 1…100000`),
+        // as ConfigFile names one it cannot read; one a flag set is named by its key alone (each flag's help
+        // names its key).
+        let fromFile = FileManager.default.fileExists(atPath: file) ? Set(configuration.problems()) : []
         overrides.apply(to: &configuration)
-        let problems = configuration.problems()
+        let problems = configuration.problems().map { fromFile.contains($0) ? "\(file): \($0)" : $0 }
         guard problems.isEmpty else { throw AnnounceError(.badRequest, problems.joined(separator: "\n")) }
         return configuration
     }

@@ -185,7 +185,7 @@ private final class AudioCounters: Sendable {
         restores = counter("announce_volume_restores_total", "Raised volumes put back after the alert.")
         overrides = counter(
             "announce_volume_user_overrides_total", "Raised volumes the owner changed meanwhile (left as they set).")
-        states = [.idle, .open, .playing, .recovering].map { state in
+        states = [.idle, .open, .playing, .recovering, .missing].map { state in
             (
                 state,
                 registry.gauge(

@@ -88,7 +88,16 @@ public struct DaemonRunner: Service {
                 group.addTask {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(3600))
-                        if !Task.isCancelled { daemon.housekeeping() }
+                        if !Task.isCancelled { await daemon.housekeeping() }
+                    }
+                    return nil
+                }
+                group.addTask {
+                    // A journal kept in memory (its file cannot be used) tries the file again; nothing to do while on
+                    // disk. Until the shutdown: a task that ends is taken for one.
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(Daemon.journalRetrySeconds))
+                        if !Task.isCancelled { await daemon.retryJournal() }
                     }
                     return nil
                 }

@@ -85,12 +85,10 @@ struct RequestHandler: Sendable {
             guard (1...Self.maximumHistory).contains(limit) else {
                 throw AnnounceError(.badRequest, "limit must be 1…\(Self.maximumHistory)")
             }
-            let daemon = self.daemon
-            let jobs = try await offThePool { () throws(AnnounceError) in try daemon.history(limit: limit) }
+            let jobs = try await daemon.history(limit: limit)
             try await reply(Response(id: id, ok: true, jobs: jobs))
         case .status:
-            let daemon = self.daemon
-            let status = try await offThePool { daemon.status(peer: peer) }
+            let status = await daemon.status(peer: peer)
             try await reply(Response(id: id, ok: true, v: ProtocolVersion.current, status: status))
         case .volume:
             try await reply(Response(id: id, ok: true, volume: try await volume(request)))
@@ -100,6 +98,12 @@ struct RequestHandler: Sendable {
             try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
         case .subscribe:
             try await subscribe(since: request.since, id: id, peer: peer, reply: reply)
+        case .corpus:
+            let daemon = self.daemon
+            guard let corpus = try await offThePool({ daemon.reloadCorpus() }) else {
+                throw AnnounceError(.notFound, "this daemon loads no pushed clips (corpus = \"\" in announced.toml)")
+            }
+            try await reply(Response(id: id, ok: true, corpus: corpus))
         }
     }
 
@@ -124,10 +128,10 @@ struct RequestHandler: Sendable {
             unfinished = await daemon.jobs.unfinished(after: since)
             var after = since
             while true {
-                let page = try daemon.jobs.journal.finishedJobs(afterID: after, limit: Self.replayPage)
+                let page = try await daemon.jobs.finishedJobs(afterID: after, limit: Self.replayPage)
                 for record in page {
                     // This run's view if it has one (it knows a little more, e.g. the lead-in); else the journal's.
-                    let live = daemon.jobs.liveInfo(record.jobID).flatMap { $0.state.isFinal ? $0 : nil }
+                    let live = await daemon.jobs.liveInfo(record.jobID).flatMap { $0.state.isFinal ? $0 : nil }
                     let info = live ?? record.info
                     replayed.insert(info.id)
                     try await reply(
@@ -178,8 +182,7 @@ struct RequestHandler: Sendable {
     /// when it has played).
     private func today(_ request: Request, reply: (Response) async throws -> Void) async throws {
         let (day, say) = try request.todayRequest()
-        let daemon = self.daemon
-        let summary = try await offThePool { () throws(AnnounceError) in try daemon.daySummary(day) }
+        let summary = try await daemon.daySummary(day)
         guard let say else { return try await reply(Response(id: request.id, ok: true, summary: summary)) }
         let submission = try await daemon.sayDaySummary(summary, template: say)
         guard case .accepted(let info) = submission else {

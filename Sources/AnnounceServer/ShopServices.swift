@@ -82,7 +82,7 @@ final class ShopServices: Sendable {
                     metadata["replay_of"] = "\(job.replayOf ?? 0)"
                 }
             case .today:
-                let summary = try daemon.daySummary(.today)
+                let summary = try awaiting { () async throws(AnnounceError) in try await daemon.daySummary(.today) }
                 let submission = try awaiting { () async throws(AnnounceError) in
                     try await daemon.sayDaySummary(
                         summary, template: JobRequest(utterance: .summary(DayTotals()), priority: .payment))
@@ -154,7 +154,7 @@ final class ShopServices: Sendable {
             guard now - due < 10 * 60_000 else { continue }
             do throws(AnnounceError) {
                 let day = LocalDay(containing: due)
-                let summary = try await offThePool { () throws(AnnounceError) in try daemon.daySummary(day) }
+                let summary = try await daemon.daySummary(day)
                 let submission = try await daemon.sayDaySummary(
                     summary, template: JobRequest(utterance: .summary(DayTotals()), priority: .payment))
                 if case .accepted(let job) = submission {

@@ -21,6 +21,17 @@ public struct SocketServer: Sendable {
     public enum Listener: Sendable {
         case path(String)
         case descriptor(Int32)
+
+        /// Refuses a path another process listens on: a second daemon started by mistake must not take over the
+        /// first one's socket. Its setting cannot be used, so `bad_configuration` (not `internal`, which means a
+        /// bug). Checked before the daemon loads anything (announced), and again at the bind.
+        public func refuseIfTaken() throws(AnnounceError) {
+            guard case .path(let path) = self, SocketServer.isAnswering(path) else { return }
+            throw AnnounceError(
+                .badConfiguration,
+                "socket: another process is listening on \(path); not taking it over (stop that daemon first, or "
+                    + "give this one another --socket)")
+        }
     }
 
     let daemon: Daemon
@@ -69,9 +80,7 @@ public struct SocketServer: Sendable {
             let directory = Path.directory(of: path)
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             // A stale socket file is replaced; a live one belongs to another daemon and is left alone.
-            if Self.isAnswering(path) {
-                throw AnnounceError(.internalError, "another process is listening on \(path); not taking it over")
-            }
+            try listener.refuseIfTaken()
             server = try await bootstrap.bind(
                 unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
             boundPath = path

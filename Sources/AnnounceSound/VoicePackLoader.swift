@@ -82,48 +82,129 @@ public enum VoicePackLoader {
         {
             synthesizer = EspeakSynthesizer(settings: speech, preparer: preparer)
         }
-        func pack(_ clips: [String: ClipSamples], _ storage: VoicePack.ClipStorage) throws(AnnounceError) -> VoicePack {
-            try VoicePack(
-                manifest: manifest, directory: directory, clips: clips, storage: storage,
-                sampleRate: preparer.outputRate, gapMs: options.gapMs, synthesizer: synthesizer,
-                warnings: manifest.warnings())
-        }
-        let files = manifest.allFiles
+        let (clips, storage) = try prepare(
+            files: manifest.allFiles, directory: directory, manifest: manifestBytes, preparer: preparer,
+            options: options)
+        return try VoicePack(
+            manifest: manifest, directory: directory, clips: clips, storage: storage, sampleRate: preparer.outputRate,
+            gapMs: options.gapMs, synthesizer: synthesizer, warnings: manifest.warnings())
+    }
+
+    /// Prepares `files` of the folder `directory` (a pack's, or a version of the pushed clips) with `preparer`:
+    /// mapped from the file of prepared clips when `options.preparedDirectory` holds one made from exactly these
+    /// bytes; else decoded, checked and prepared (``loadClip(_:directory:preparer:options:)``), and — with a
+    /// prepared folder — written there and mapped. `manifest` is the bytes of what names the files (part of the key).
+    static func prepare(
+        files: [String], directory: String, manifest: Data, preparer: ClipPreparer, options: Options
+    ) throws(AnnounceError) -> (clips: [String: ClipSamples], storage: VoicePack.ClipStorage) {
+        guard !files.isEmpty else { return ([:], .memory) }
         let prepared = options.preparedDirectory.flatMap { folder in
             PreparedClips.key(
-                directory: directory, manifest: Array(manifestBytes), files: files, outputRate: preparer.outputRate,
+                directory: directory, manifest: Array(manifest), files: files, outputRate: preparer.outputRate,
                 limits: options.maximumClipSeconds
             ).map { (key: $0, path: PreparedClips.path(in: folder, key: $0)) }
         }
         if let prepared,
             let clips = PreparedClips.map(prepared.path, key: prepared.key, rate: preparer.outputRate, files: files)
         {
-            return try pack(clips, .mapped(file: prepared.path))
+            return (clips, .mapped(file: prepared.path))
         }
         var decoded: [String: [Int16]] = [:]
         for file in files {
             decoded[file] = try loadClip(file, directory: directory, preparer: preparer, options: options).samples
                 .map(ClipProcessing.int16)
         }
-        guard let prepared else { return try pack(decoded.mapValues(ClipSamples.init), .memory) }
+        guard let prepared else { return (decoded.mapValues(ClipSamples.init), .memory) }
         do {
             try PreparedClips.write(decoded, key: prepared.key, rate: preparer.outputRate, to: prepared.path)
         } catch {
-            return try pack(decoded.mapValues(ClipSamples.init), .unsaved(reason: error.description))
+            return (decoded.mapValues(ClipSamples.init), .unsaved(reason: error.description))
         }
         guard let clips = PreparedClips.map(prepared.path, key: prepared.key, rate: preparer.outputRate, files: files)
         else {
-            return try pack(
-                decoded.mapValues(ClipSamples.init), .unsaved(reason: "\(prepared.path) was written but reads back wrong"))
+            return (
+                decoded.mapValues(ClipSamples.init),
+                .unsaved(reason: "\(prepared.path) was written but reads back wrong")
+            )
         }
-        return try pack(clips, .mapped(file: prepared.path))
+        return (clips, .mapped(file: prepared.path))
+    }
+
+    /// Loads the pushed clips of a corpus folder (docs/voice-packs.md, "Pushed clips"): the version its `current`
+    /// link names. A folder without that link — nothing pushed yet, or no folder at all — is the empty corpus.
+    public static func loadCorpus(
+        directory: String, sampleRate: Int, options: Options = Options()
+    ) throws(AnnounceError) -> Corpus {
+        let link = Path.join(directory, CorpusManifest.currentLink)
+        var info = stat()
+        guard lstat(link, &info) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return .empty }
+            throw AnnounceError(
+                .badVoicePack, "the pushed clips' link \(link) cannot be read", cause: String(cString: strerror(errno)))
+        }
+        guard let pointer = realpath(link, nil) else {
+            throw AnnounceError(
+                .badVoicePack, "the pushed clips' link \(link) leads nowhere", cause: String(cString: strerror(errno)))
+        }
+        defer { free(pointer) }
+        return try loadCorpusVersion(directory: String(cString: pointer), sampleRate: sampleRate, options: options)
+    }
+
+    /// Loads one version folder of pushed clips: its `corpus.json`, and every clip decoded, checked and prepared as
+    /// a pack's clips are (mono, not empty or silent, at most `options.maximumClipSeconds`; at `sampleRate`, with the
+    /// default processing, so that they sit with the packs' clips). The push listener loads a version it is about
+    /// to install with this same function: what it installs, the daemon can load.
+    public static func loadCorpusVersion(
+        directory: String, sampleRate: Int, options: Options = Options()
+    ) throws(AnnounceError) -> Corpus {
+        let path = Path.join(directory, CorpusManifest.fileName)
+        let bytes: Data
+        do {
+            let descriptor = try PackFile.open(CorpusManifest.fileName, in: directory)
+            defer { close(descriptor) }
+            bytes = try PackFile.readAll(descriptor, limit: PackFile.manifestLimit)
+        } catch {
+            throw AnnounceError(.badVoicePack, "the pushed clips' manifest \(path) \(error)")
+        }
+        let manifest: CorpusManifest
+        do {
+            manifest = try JSONDecoder().decode(CorpusManifest.self, from: bytes)
+        } catch {
+            throw AnnounceError(.badVoicePack, "the pushed clips' manifest \(path) is not valid", cause: "\(error)")
+        }
+        let problems = manifest.problems()
+        guard problems.isEmpty else {
+            throw AnnounceError(.badVoicePack, "the pushed clips in \(directory): " + problems.joined(separator: "; "))
+        }
+        let preparer = ClipPreparer(settings: ClipSettings(), outputRate: sampleRate)
+        let (byFile, storage) = try prepare(
+            files: manifest.clips.values.map(\.file).sorted(), directory: directory, manifest: bytes,
+            preparer: preparer, options: options)
+        var clips: [String: ClipSamples] = [:]
+        for (id, clip) in manifest.clips { clips[id] = byFile[clip.file] }
+        return Corpus(directory: directory, manifest: manifest, clips: clips, storage: storage)
+    }
+
+    /// Checks pushed clips as the daemon will load them — each decoded through libsndfile and prepared like a pack's
+    /// clip (mono, not empty or silent, at most `maximumClipSeconds`) — without keeping them: the push listener's
+    /// check of the clips it downloaded, before it installs them. Refuses with `bad_voice_pack` naming the clip.
+    public static func checkCorpusClips(
+        _ clips: [CorpusManifest.Clip], directory: String, sampleRate: Int = 16000, options: Options = Options()
+    ) throws(AnnounceError) {
+        let preparer = ClipPreparer(settings: ClipSettings(), outputRate: sampleRate)
+        for clip in clips {
+            _ = try loadClip(clip.file, directory: directory, preparer: preparer, options: options)
+        }
     }
 
     /// Loads every pack of a library folder: the folder itself if it is a pack, else each sub-folder holding
     /// a `manifest.json`. All packs are converted to one output rate (`options.sampleRate`, else the default
     /// pack's rate), so one device plays them all. Any broken pack refuses the whole library, naming it.
+    /// `corpus`: a folder of pushed clips to load too, at the same rate (``loadCorpus(directory:sampleRate:options:)``);
+    /// pushed clips that cannot be loaded refuse nothing — the library holds none, and says why
+    /// (``Corpus/problem``): the fleet's clips never keep the daemon from announcing payments.
     public static func loadLibrary(
-        directory: String, defaultLanguage: String? = nil, options: Options = Options()
+        directory: String, defaultLanguage: String? = nil, options: Options = Options(), corpus: String? = nil
     ) throws(AnnounceError) -> VoiceLibrary {
         let folders = try packFolders(directory)
         var manifests: [(folder: String, manifest: VoicePackManifest)] = []
@@ -136,17 +217,26 @@ public enum VoicePackLoader {
         }
         var packs: [VoicePack] = []
         for (folder, _) in manifests { packs.append(try load(directory: folder, options: options)) }
+        var pushed = Corpus.empty
+        if let corpus, let rate = packs.first?.sampleRate {
+            do {
+                pushed = try loadCorpus(directory: corpus, sampleRate: rate, options: options)
+            } catch {
+                pushed = Corpus.empty.with(problem: error)
+            }
+        }
         if let folder = options.preparedDirectory {
             // Files of packs that changed or left; those the packs being replaced still map stay readable.
             var keep: Set<String> = []
             for pack in packs { if case let .mapped(file) = pack.storage { keep.insert(file) } }
+            if case let .mapped(file) = pushed.storage { keep.insert(file) }
             PreparedClips.prune(folder, keep: keep)
         }
         // Decoding and preparing left the heap holding the freed scratch (each clip's decoded, resampled and
         // Float samples, small blocks malloc keeps): about 1 MB with the default packs. The daemon runs for
         // months; give it back to the system.
         malloc_trim(0)
-        return try VoiceLibrary(packs: packs, defaultLanguage: defaultLanguage)
+        return try VoiceLibrary(packs: packs, defaultLanguage: defaultLanguage, corpus: pushed)
     }
 
     /// The pack folders of a library folder, sorted.

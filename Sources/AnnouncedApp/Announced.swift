@@ -57,6 +57,11 @@ struct Announced: AsyncParsableCommand {
     var voices: String?
 
     @Option(
+        help: ArgumentHelp(
+            "The folder of pushed clips (the push listener's corpus; \"\": none).", valueName: "dir"))
+    var corpus: String?
+
+    @Option(
         name: [.customLong("lang"), .customLong("voice")],
         help: ArgumentHelp(
             "Language of the pack used when a request names none (--voice is the old name).",
@@ -170,6 +175,7 @@ struct Announced: AsyncParsableCommand {
         overrides.device = device
         overrides.stateDirectory = stateDir
         overrides.voicesDirectory = voices
+        overrides.corpusDirectory = corpus
         overrides.language = lang
         overrides.logLevel = logLevel
         overrides.queueCapacity = queueCapacity
@@ -246,8 +252,11 @@ struct Announced: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "announced")
+        let listener = SystemdIntegration.listener(configuredPath: configuration.socketPath, logger: logger)
         let daemon: Daemon
         do {
+            // A socket another daemon serves is refused before the voice packs and the journal are touched.
+            try listener.refuseIfTaken()
             daemon = try Daemon(configuration: configuration, logger: logger, metricsRegistry: registry)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
@@ -255,7 +264,7 @@ struct Announced: AsyncParsableCommand {
         }
         let runner = DaemonRunner(
             daemon: daemon,
-            listener: SystemdIntegration.listener(configuredPath: configuration.socketPath, logger: logger),
+            listener: listener,
             logger: logger,
             reloadConfiguration: { try DaemonConfiguration.resolve(configFile: configFile, overrides: overrides) })
         do {

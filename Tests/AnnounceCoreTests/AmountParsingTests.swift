@@ -1,22 +1,11 @@
+import AnnounceTestSupport
 import Foundation
 import Testing
 
 @testable import AnnounceCore
 
-/// A small deterministic generator (SplitMix64), so that property checks are reproducible.
-struct AmountTestRandom: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The property checks' generator: the shared reproducible one (Tests/Support).
+typealias AmountTestRandom = SeededGenerator
 
 /// Amounts (in fen) for property checks: edge values plus pseudo-random ones of every length and zero pattern.
 enum AmountSamples {

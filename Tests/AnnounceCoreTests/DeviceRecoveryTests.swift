@@ -33,14 +33,24 @@ struct DeviceRecoveryTests {
         #expect(recovery.failures == 5)
     }
 
-    @Test func theNextJobGetsItsOwnGiveUpTimeButTheBackoffKeepsGrowing() {
+    /// Issue 27, finding 6: once given up on, the device is missing: the next job's first failure gives up at once
+    /// (no second wait of `giveUpAfterMs`), until the device works again.
+    @Test func afterAGiveUpTheDeviceIsMissingUntilItWorks() {
         var recovery = DeviceRecovery(
             settings: RecoverySettings(initialBackoffMs: 100, maximumBackoffMs: 400, giveUpAfterMs: 500))
         recovery.jobStarted()
         _ = recovery.failed(at: 0)
+        #expect(!recovery.isMissing)
         #expect(fail(&recovery, at: 600 * ms) == .giveUp)
+        #expect(recovery.isMissing)
+        recovery.gaveUp(more: 2)
+        #expect(recovery.jobsGivenUp == 3, "the jobs waiting failed with it")
         recovery.jobStarted()
-        #expect(fail(&recovery, at: 700 * ms) == .retry(afterMs: 400), "the device is still away: no hammering")
+        #expect(fail(&recovery, at: 700 * ms) == .giveUp, "missing: the next job fails at once")
+        recovery.succeeded()
+        #expect(!recovery.isMissing)
+        recovery.jobStarted()
+        #expect(fail(&recovery, at: 800 * ms) == .retry(afterMs: 100), "it worked: a new failure is retried again")
     }
 
     @Test func aSuccessAfterFailuresIsOneRecoveryAndResetsTheBackoff() {

@@ -41,10 +41,16 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
     /// While the player waits for the tail, each step asks this whether the device may play a period now; the
     /// step waits (for `wake()` or 10 ms) while it says no. Nil: always.
     var playOut: (() -> Bool)?
+    /// A ring other clients share, as dmix's (``SinkStatus/sharedRing``).
+    let sharedRing: Bool
+    /// After each write: the frames written so far and how many of them had been heard.
+    private var _fills: [(written: Int, heard: Int)] = []
+    var fills: [(written: Int, heard: Int)] { lock.withLock { _fills } }
 
-    init(period: Int = 16, bufferPeriods: Int = 4) {
+    init(period: Int = 16, bufferPeriods: Int = 4, sharedRing: Bool = false) {
         self.period = period
         self.bufferFrames = period * bufferPeriods
+        self.sharedRing = sharedRing
     }
 
     /// Everything written, in order.
@@ -71,6 +77,8 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
             _status.isOpen = true
             _status.sampleRate = sampleRate
             _status.periodFrames = period
+            _status.bufferFrames = bufferFrames
+            _status.sharedRing = sharedRing
         }
     }
 
@@ -108,6 +116,7 @@ final class RecordingSink: AudioSink, @unchecked Sendable {
                     _heard.append(contentsOf: _buffer.prefix(over))
                     _buffer.removeFirst(over)
                 }
+                _fills.append((_samples.count, _heard.count))
             }
             written += end - index
             index = end

@@ -363,6 +363,38 @@ struct PlayerTests {
         #expect(written < total, "while job 2 was still being written")
     }
 
+    /// On a ring other clients share (dmix), a job's end is never more than `endAheadMs` ahead of the speaker: from
+    /// the write that puts a job's last sample in, until that sample has been heard, the device holds at most that
+    /// much — so a daemon killed then leaves little of it to play on. Elsewhere the whole buffer is used.
+    @Test(arguments: [true, false])
+    func onASharedRingAJobsEndIsWrittenAtMostEndAheadBeforeItIsHeard(sharedRing: Bool) throws {
+        let sink = RecordingSink(period: 16, bufferPeriods: 8, sharedRing: sharedRing)
+        var settings = PlayerTests.gapless
+        settings.endAheadMs = 3  // 24 frames at the fixtures' 8 kHz, of a 128-frame buffer
+        let (queue, player, events) = start(sink, settings: settings)
+        let jobs = try ["12.5", "3", "987654321.99"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        for job in jobs { try queue.enqueue(job) }
+        player.start()
+        let results = events.waitFor(3)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.spoken, .spoken, .spoken], "\(results)")
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        #expect(sink.heard == renders.joined() + tail(sink), "every sample heard once, in order, no gap")
+        // Each job's end: the frame after its last sample. Ahead of the speaker: written but not heard.
+        var end = 0
+        for render in renders {
+            end += render.count
+            let ahead = sink.fills.filter { $0.written >= end && $0.heard < end }.map { $0.written - $0.heard }
+            #expect(!ahead.isEmpty, "the end at \(end) was written while still to be heard")
+            if sharedRing {
+                #expect(ahead.allSatisfy { $0 <= 24 }, "the end at \(end) up to \(ahead.max() ?? 0) frames ahead")
+            } else {
+                #expect(ahead.contains { $0 > 24 }, "without a shared ring the buffer fills: \(ahead.max() ?? 0)")
+            }
+        }
+    }
+
     @Test func aDeviceFailureReplaysEveryJobNotHeardYetInOrder() throws {
         // Job 1 is all written but its end is still in the 128-frame buffer when the device vanishes in job 2.
         let sink = RecordingSink(period: 16, bufferPeriods: 8)
@@ -579,20 +611,60 @@ struct PlayerTests {
         #expect(player.status().recoveries == 1)
     }
 
-    @Test func aDeviceThatNeverComesBackFailsTheJobWithTheReasonAndTheNextIsTried() throws {
+    /// Issue 27, finding 6: once the device has failed for `giveUpAfterMs`, the job in hand and every job waiting
+    /// fail together (not one more every `giveUpAfterMs`), and the device is missing.
+    @Test func aDeviceThatNeverComesBackFailsEveryWaitingJobTogether() throws {
         let sink = RecordingSink()
         sink.openFailures = 1_000
         let (queue, player, events) = start(sink, settings: quickRetries(giveUpAfterMs: 30))
-        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
-        try queue.enqueue(Fixtures.job(2, "200", pack: pack))
+        for (index, amount) in ["100", "200", "300"].enumerated() {
+            try queue.enqueue(Fixtures.job(UInt64(index + 1), amount, pack: pack))
+        }
         player.start()
-        let results = events.waitFor(2)
+        let results = events.waitFor(3)
+        #expect(results.map(\.id) == [1, 2, 3])
+        #expect(results.map(\.state) == [.failed, .failed, .failed])
+        #expect(results.allSatisfy { $0.error?.code == .audioDevice })
+        #expect(results.dropFirst().allSatisfy { $0.error?.message.hasPrefix("the audio device is missing") == true })
+        #expect(events.deviceErrors.filter { $0 == .giveUp }.count == 1, "given up once, for all three")
+        #expect(player.status().jobsGivenUp == 3)
+        #expect(waitUntil { player.status().state == .missing }, "missing while nothing plays: \(player.status().state)")
         queue.close()
         player.join()
-        #expect(results.map(\.state) == [.failed, .failed])
-        #expect(results.allSatisfy { $0.error?.code == .audioDevice })
-        #expect(events.deviceErrors.last == .giveUp)
-        #expect(player.status().jobsGivenUp == 2)
+        #expect(player.status().state == .missing, "still missing after the audio thread ends")
+    }
+
+    /// A device away at start is said missing from the start, but the first job still gets its retries; once it
+    /// is given up on, the next job tries it once and fails at once; a probe finds it back; the next job plays.
+    @Test func aMissingDeviceIsSaidFromTheStartFailsJobsAtOnceOnceGivenUpAndIsProbedUntilBack() throws {
+        let sink = RecordingSink()
+        let away = Atomic<Bool>(true)
+        sink.deviceAway = { away.load(ordering: .relaxed) }
+        var settings = quickRetries(giveUpAfterMs: 40)
+        settings.probeAtStart = true
+        let (queue, player, events) = start(sink, settings: settings)
+        player.start()
+        #expect(waitUntil { events.all.contains { if case .deviceMissing = $0 { true } else { false } } })
+        #expect(player.status().state == .missing)
+        try queue.enqueue(Fixtures.job(1, "100", pack: pack))
+        #expect(events.waitFor(1).map(\.state) == [.failed])
+        #expect(events.deviceErrors.count > 1 && events.deviceErrors.last == .giveUp, "retried, then given up")
+        let before = events.deviceErrors.count
+        try queue.enqueue(Fixtures.job(2, "200", pack: pack))
+        #expect(events.waitFor(2).map(\.state) == [.failed, .failed])
+        #expect(events.deviceErrors.count == before + 1, "job 2: one attempt, given up at once")
+        away.store(false, ordering: .relaxed)
+        #expect(
+            waitUntil { player.status().state == .idle }, "the probe (every 2 s) finds it: \(player.status().state)")
+        #expect(events.all.contains { if case .deviceRecovered = $0 { true } else { false } })
+        let job = try Fixtures.job(3, "8", pack: pack)
+        try queue.enqueue(job)
+        let results = events.waitFor(3)
+        queue.close()
+        player.join()
+        #expect(results.last?.state == .spoken)
+        let render = try pack.render(job.announcement)
+        #expect(Array(sink.heard.suffix(render.count + 2 * sink.period)) == render + tail(sink))
     }
 
     @Test func aCancelDuringTheBackoffEndsTheWaitAndTheJob() throws {

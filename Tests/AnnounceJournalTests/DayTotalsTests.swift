@@ -18,11 +18,11 @@ struct DayTotalsTests {
                 priority: .payment,
                 utterance: utterance ?? .payment(amount: parsed, channel: "alipay", refund: refund), lang: "zh",
                 style: nil, liang: nil, order: nil, announcement: Announcement(tokens: [], text: amount, files: []),
-                replayOf: replayOf, acceptedAtMs: at, ttlMs: nil)
+                replayOf: replayOf, accepted: .wall(at), ttlMs: nil)
             return try journal.insert(record).jobID
         }
         func finish(_ id: UInt64, _ state: JobState) throws {
-            try journal.finishNow([Journal.Outcome(id: id, state: state, atMs: 0)])
+            try journal.finishNow([Journal.Outcome(id: id, state: state, at: .wall(0))])
         }
         // Inside [1000, 2000): three heard (0.10 + 0.20 + 1,234.50), a refund heard, one muted, one replay heard,
         // one still waiting; a prompt and a day's total (no amount); outside: one before, one at the end.

@@ -22,7 +22,7 @@ struct JournalTests {
         return JobRecord(
             priority: .payment, utterance: utterance, lang: "zh", style: nil, liang: nil, order: order,
             announcement: Announcement(tokens: ["到账", amount.description], text: "到账\(amount)", files: []),
-            acceptedAtMs: atMs, ttlMs: ttlMs)
+            accepted: .wall(atMs), ttlMs: ttlMs)
     }
 
     @Test func commitsAreDurable() throws {
@@ -43,14 +43,14 @@ struct JournalTests {
         }
         #expect(ids == [1, 2])
         let reopened = try Journal(path: path)
-        let recovery = try reopened.recover(nowMs: 2_000)
+        let recovery = try reopened.recover()
         #expect(recovery.pending.map(\.jobID) == [1, 2])
         #expect(recovery.pending[1].orderId == "A1")
         #expect(
             recovery.pending[1].decodedUtterance
                 == .payment(amount: try Amount(parsing: "8.50"), channel: "plain", refund: false))
         #expect(
-            try reopened.dedupEntries(sinceMs: 0)
+            try reopened.dedupEntries(now: Self.at10s, windowMs: 10_001)
                 == [DedupWindow.Entry(order: "A1", kind: .payment, jobID: 2, acceptedAtMs: 1_000)])
         #expect(try reopened.insert(record("1")).jobID == 3)
     }
@@ -62,11 +62,11 @@ struct JournalTests {
         let playing = try journal.insert(record("2")).jobID
         let queued = try journal.insert(record("3")).jobID
         try journal.record([
-            .started(id: spoken, atMs: 1_100, attempt: 1),
-            .finished(Journal.Outcome(id: spoken, state: .spoken, atMs: 1_200, firstSampleMs: 5, finishedMs: 900)),
-            .started(id: playing, atMs: 1_300, attempt: 1),
+            .started(id: spoken, at: .wall(1_100), attempt: 1),
+            .finished(Journal.Outcome(id: spoken, state: .spoken, at: .wall(1_200), firstSampleMs: 5, finishedMs: 900)),
+            .started(id: playing, at: .wall(1_300), attempt: 1),
         ])
-        let recovery = try journal.recover(nowMs: 5_000)
+        let recovery = try journal.recover()
         #expect(recovery.pending.map(\.jobID) == [playing, queued], "cut off while playing: spoken again")
         #expect(recovery.interrupted == 1)
         #expect(recovery.pending[0].attempts == 1 && recovery.pending[1].attempts == 0)
@@ -78,9 +78,9 @@ struct JournalTests {
         defer { cleanUp() }
         let journal = try Journal(path: path)
         let id = try journal.insert(record("1")).jobID
-        try journal.record([.finished(Journal.Outcome(id: id, state: .cancelled, atMs: 1_100))])
+        try journal.record([.finished(Journal.Outcome(id: id, state: .cancelled, at: .wall(1_100)))])
         try journal.record([
-            .started(id: id, atMs: 1_200, attempt: 1), .finished(Journal.Outcome(id: id, state: .spoken, atMs: 1_300)),
+            .started(id: id, at: .wall(1_200), attempt: 1), .finished(Journal.Outcome(id: id, state: .spoken, at: .wall(1_300))),
         ])
         #expect(try journal.job(id)?.jobState == .cancelled)
         #expect(try journal.job(id)?.attempts == 0)
@@ -110,7 +110,7 @@ struct JournalTests {
         #expect { try journal.insert(record("99")) } throws: { ($0 as? AnnounceError)?.code == .journal }
         // … but the outcomes of those accepted are recorded, on the reserve.
         for id in ids {
-            try journal.record([.finished(Journal.Outcome(id: id, state: .spoken, atMs: 2_000))])
+            try journal.record([.finished(Journal.Outcome(id: id, state: .spoken, at: .wall(2_000)))])
         }
         #expect(try journal.countByState() == ["spoken": 20])
         #expect(!journal.hasReserve)
@@ -126,7 +126,7 @@ struct JournalTests {
         let journal = try Journal(path: path)
         for (index, amount) in ["1", "2", "3"].enumerated() {
             let id = try journal.insert(record(amount, atMs: Int64(1_000 + index))).jobID
-            if index < 2 { try journal.finishNow([Journal.Outcome(id: id, state: .spoken, atMs: Int64(2_000 + index))]) }
+            if index < 2 { try journal.finishNow([Journal.Outcome(id: id, state: .spoken, at: .wall(Int64(2_000 + index)))]) }
         }
         #expect(try journal.history(limit: 2).map(\.jobID) == [3, 2])
         #expect(try journal.lastSpokenPayment()?.amount == "2.00")
@@ -141,13 +141,13 @@ struct JournalTests {
         defer { cleanUp() }
         let journal = try Journal(path: path)
         let payment = try journal.insert(record("5", atMs: 1_000)).jobID
-        try journal.finishNow([Journal.Outcome(id: payment, state: .spoken, atMs: 1_100)])
+        try journal.finishNow([Journal.Outcome(id: payment, state: .spoken, at: .wall(1_100))])
         let older = try journal.insert(record("7", atMs: 1_200)).jobID
-        try journal.finishNow([Journal.Outcome(id: older, state: .spoken, atMs: 1_300)])
+        try journal.finishNow([Journal.Outcome(id: older, state: .spoken, at: .wall(1_300))])
         var replay = try record("5", atMs: 2_000)
         replay.replayOf = Int64(payment)
         let replayed = try journal.insert(replay).jobID
-        try journal.finishNow([Journal.Outcome(id: replayed, state: .spoken, atMs: 2_100)])
+        try journal.finishNow([Journal.Outcome(id: replayed, state: .spoken, at: .wall(2_100))])
         #expect(try journal.lastSpokenPayment()?.jobID == older, "the replay (job \(replayed)) is not a payment")
     }
 
@@ -166,24 +166,24 @@ struct JournalTests {
         let replayed = try journal.insert(replay).jobID
         _ = try journal.insert(record("3", atMs: 1_000))  // still queued
         try journal.finishNow([
-            Journal.Outcome(id: spoken, state: .spoken, atMs: 1_500),
-            Journal.Outcome(id: failed, state: .failed, atMs: 1_500),
-            Journal.Outcome(id: refunded, state: .spoken, atMs: 1_500),
-            Journal.Outcome(id: replayed, state: .spoken, atMs: 1_500),
+            Journal.Outcome(id: spoken, state: .spoken, at: .wall(1_500)),
+            Journal.Outcome(id: failed, state: .failed, at: .wall(1_500)),
+            Journal.Outcome(id: refunded, state: .spoken, at: .wall(1_500)),
+            Journal.Outcome(id: replayed, state: .spoken, at: .wall(1_500)),
         ])
         var expected = Journal.PaymentTotals()
         expected.byState = ["spoken": 2, "failed": 1]
         expected.spokenFen = 10_000
         expected.refundedFen = 205
         #expect(try journal.paymentTotals() == expected)
-        #expect(try journal.purge(jobsBeforeMs: 5_000, ordersBeforeMs: 5_000).jobs == 4)
+        #expect(try journal.purge(now: .wall(5_000), keepMs: 1, windowMs: 1).jobs == 4)
         #expect(try journal.paymentTotals() == expected, "purged payments still count")
         let later = try journal.insert(record("1", atMs: 6_000)).jobID
-        try journal.finishNow([Journal.Outcome(id: later, state: .spoken, atMs: 6_500)])
+        try journal.finishNow([Journal.Outcome(id: later, state: .spoken, at: .wall(6_500))])
         expected.byState["spoken"] = 3
         expected.spokenFen += 100
         #expect(try journal.paymentTotals() == expected)
-        #expect(try journal.purge(jobsBeforeMs: 7_000, ordersBeforeMs: 7_000).jobs == 1)
+        #expect(try journal.purge(now: .wall(7_000), keepMs: 1, windowMs: 1).jobs == 1)
         #expect(try Journal(path: path + "2").paymentTotals() == Journal.PaymentTotals(), "a new journal starts at 0")
         #expect(try journal.paymentTotals() == expected, "purged twice, added up")
     }
@@ -195,10 +195,10 @@ struct JournalTests {
         let referenced = try journal.insert(record("2", order: "recent", atMs: 9_000)).jobID
         let unfinished = try journal.insert(record("3", atMs: 1_000)).jobID
         try journal.finishNow([
-            Journal.Outcome(id: old, state: .spoken, atMs: 1_500),
-            Journal.Outcome(id: referenced, state: .spoken, atMs: 1_500),
+            Journal.Outcome(id: old, state: .spoken, at: .wall(1_500)),
+            Journal.Outcome(id: referenced, state: .spoken, at: .wall(1_500)),
         ])
-        let purged = try journal.purge(jobsBeforeMs: 5_000, ordersBeforeMs: 5_000)
+        let purged = try journal.purge(now: .wall(5_000), keepMs: 1, windowMs: 1)
         #expect(purged.orders == 1)
         #expect(purged.jobs == 1)
         #expect(try journal.job(old) == nil)
@@ -220,10 +220,14 @@ struct JournalTests {
         #expect(try journal.setting("other") == nil)
     }
 
+    /// 10 s after the epoch, on a boot whose clock reads the same: the entries' acceptance times come back as they
+    /// were written, ages on the wall clock (the rows of these tests carry no boot).
+    static let at10s = ClockStamp(wallMs: 10_000, boot: "test", bootMs: 10_000, trusted: true)
+
     func record(_ utterance: Utterance, order: String, atMs: Int64) -> JobRecord {
         JobRecord(
             priority: .status, utterance: utterance, lang: "zh", style: nil, liang: nil, order: order,
-            announcement: Announcement(tokens: ["x"], text: "x", files: []), acceptedAtMs: atMs, ttlMs: nil)
+            announcement: Announcement(tokens: ["x"], text: "x", files: []), accepted: .wall(atMs), ttlMs: nil)
     }
 
     /// A payment, a prompt and a text may carry the same order id: the journal remembers each, and none replaces
@@ -236,7 +240,7 @@ struct JournalTests {
             _ = try journal.insert(record("8.50", order: "X", atMs: 2_000))
             _ = try journal.insert(record(.text("请到前台取货"), order: "X", atMs: 3_000))
         }
-        let entries = try Journal(path: path).dedupEntries(sinceMs: 0)
+        let entries = try Journal(path: path).dedupEntries(now: Self.at10s, windowMs: 10_001)
         #expect(
             entries == [
                 DedupWindow.Entry(order: "X", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
@@ -262,14 +266,14 @@ struct JournalTests {
         }
         let journal = try Journal(path: path)
         #expect(
-            try journal.dedupEntries(sinceMs: 0) == [
+            try journal.dedupEntries(now: Self.at10s, windowMs: 10_001) == [
                 DedupWindow.Entry(order: "P", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
                 DedupWindow.Entry(order: "Q", kind: .payment, jobID: 2, acceptedAtMs: 2_000),
             ])
         #expect(try journal.job(1)?.attempts == 0, "v2-attempts added the column, 0 for the jobs already there")
         _ = try journal.insert(record("2", order: "P", atMs: 3_000))
         #expect(
-            try journal.dedupEntries(sinceMs: 3_000) == [
+            try journal.dedupEntries(now: Self.at10s, windowMs: 7_001) == [
                 DedupWindow.Entry(order: "P", kind: .payment, jobID: 3, acceptedAtMs: 3_000)
             ], "payment P is not prompt P")
     }
@@ -322,7 +326,7 @@ struct JournalTests {
             let journal = try Journal(path: path)
             let evidence = try #require(journal.recoveredFromCorruption)
             #expect(FileManager.default.contents(atPath: evidence) == cut)
-            #expect(try journal.dedupEntries(sinceMs: 0).isEmpty && journal.history(limit: 1).isEmpty)
+            #expect(try journal.dedupEntries(now: Self.at10s, windowMs: 10_001).isEmpty && journal.history(limit: 1).isEmpty)
             _ = try journal.insert(record("1"))
         }
         let reopened = try Journal(path: path)

@@ -173,7 +173,7 @@ struct SQLiteTests {
         let record = JobRecord(
             priority: .payment, utterance: .payment(amount: amount, channel: "plain", refund: false), lang: "zh",
             style: nil, liang: nil, order: nil,
-            announcement: Announcement(tokens: ["到账"], text: "到账", files: []), acceptedAtMs: 1_000, ttlMs: nil)
+            announcement: Announcement(tokens: ["到账"], text: "到账", files: []), accepted: .wall(1_000), ttlMs: nil)
         #expect(try journal.insert(record).jobID == 1)
         released.wait()
         #expect(try journal.countByState() == ["queued": 1])

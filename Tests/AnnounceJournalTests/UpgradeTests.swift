@@ -76,7 +76,9 @@ enum OldJournal {
 struct UpgradeTests {
     let directory: String
     var path: String { "\(directory)/journal.sqlite" }
-    static let all = ["v1", "v2-attempts", "v2: order ids per kind of job"]
+    static let all = [
+        "v1", "v2-attempts", "v2: order ids per kind of job", "v3: boot clock",
+    ]
 
     init() throws {
         directory = "/tmp/ann-upgrade-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -100,12 +102,12 @@ struct UpgradeTests {
         }
         do {
             let journal = try Journal(path: path)
-            let recovery = try journal.recover(nowMs: 2_000)
+            let recovery = try journal.recover()
             #expect(recovery.pending.map(\.jobID) == [1] && recovery.interrupted == 1)
             #expect(recovery.pending.first?.attempts == 2)
             #expect(try journal.setting("volume_threshold") == "70")
             #expect(
-                try journal.dedupEntries(sinceMs: 0) == [
+                try journal.dedupEntries(now: JournalTests.at10s, windowMs: 10_001) == [
                     DedupWindow.Entry(order: "A", kind: .payment, jobID: 1, acceptedAtMs: 1_000)
                 ])
             #expect(try journal.insert(recordWithOrder("B")).jobID == 2)
@@ -131,7 +133,7 @@ struct UpgradeTests {
         for _ in 1...2 {
             let journal = try Journal(path: path)
             #expect(
-                try journal.dedupEntries(sinceMs: 0) == [
+                try journal.dedupEntries(now: JournalTests.at10s, windowMs: 10_001) == [
                     DedupWindow.Entry(order: "P", kind: .prompt, jobID: 1, acceptedAtMs: 1_000),
                     DedupWindow.Entry(order: "gone", kind: .payment, jobID: 99, acceptedAtMs: 1_500),
                 ], "each order id under its job's kind; a payment's if the job is gone")
@@ -176,6 +178,6 @@ struct UpgradeTests {
         return JobRecord(
             priority: .payment, utterance: .payment(amount: amount, channel: "plain", refund: false), lang: "zh",
             style: nil, liang: nil, order: order,
-            announcement: Announcement(tokens: ["到账"], text: "到账", files: []), acceptedAtMs: 3_000, ttlMs: nil)
+            announcement: Announcement(tokens: ["到账"], text: "到账", files: []), accepted: .wall(3_000), ttlMs: nil)
     }
 }

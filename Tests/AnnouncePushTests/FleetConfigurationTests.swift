@@ -110,6 +110,16 @@ struct FleetConfigurationTests {
         #expect(
             DeviceStatus.online(device: "T9", daemon: daemon, receipts: nil, uptimeSeconds: 1, atMs: 1).journal?.ok
                 == false)
+        // Kept in memory (the state folder cannot be used): not ok, said why, and not durable.
+        journal.reserve = true
+        journal.durable = false
+        journal.problem = ErrorInfo(code: "journal", message: "the state folder /var/lib/announce is on a read-only file system")
+        daemon.journal = journal
+        #expect(
+            DeviceStatus.online(device: "T9", daemon: daemon, receipts: nil, uptimeSeconds: 1, atMs: 1).journal
+                == DeviceStatus.Journal(
+                    ok: false, unrecorded: 0, reserve: true,
+                    error: "journal: the state folder /var/lib/announce is on a read-only file system", durable: false))
 
         let unreachable = DeviceStatus.online(device: "T9", daemon: nil, receipts: nil, uptimeSeconds: 1, atMs: 1)
         #expect(unreachable.online && unreachable.daemon?.state == "unreachable")

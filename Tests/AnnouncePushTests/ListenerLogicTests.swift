@@ -1,3 +1,4 @@
+import AnnounceClock
 import AnnounceCore
 import AnnounceMQTT
 import AnnouncePush
@@ -38,10 +39,15 @@ struct ListenerLogicTests {
         #expect(c.keepaliveSeconds == 30)
         #expect(c.tls.caFile == "\(directory)/push-ca.pem")
         #expect(c.keyring.ids == ["k2026a", "k2026b"])
+        #expect(c.corpusEnabled && c.corpusDirectory == "\(c.stateDirectory)/corpus")
+        #expect(c.corpusRules == CorpusRules())
+        #expect(c.alibaba == nil)
         #expect(c.maximumAgeSeconds == 600)
         #expect(c.maximumFutureSeconds == 60)
         #expect(c.holdSeconds == 5)
         #expect(c.reconnect == Backoff.Policy(initialSeconds: 1, maximumSeconds: 60))
+        #expect(c.takeover.backoff == Backoff.Policy(initialSeconds: 60, maximumSeconds: 1800))
+        #expect(c.clockSync == .kernel && c.clockWaitSeconds == 600)
         #expect(c.socketPath == "/run/announce/announce.sock")
         #expect(c.stateDirectory == "/var/lib/announce-push")
         #expect(c.statusEnabled && c.statusRefreshSeconds == 300 && c.statusTopic == "announce/T1000123/status")
@@ -116,6 +122,11 @@ struct ListenerLogicTests {
             (base + "password = \"x\"\n" + key, "broker.password: needs broker.username"),
             (base + "keepalive = \"8s\"\n" + key, "daemon.hold + daemon.timeout must be shorter"),
             ("device = 'T9'\n[broker\n", "line"),
+            (base + key + "[corpus]\nmax_clips = 0\n", "corpus.max_clips: must be a whole number 1…10000"),
+            (base + key + "[corpus]\nmaximum = 3\n", "corpus.maximum: unknown key"),
+            (base + key + "[corpus]\ntimeout = \"2h\"\n", "corpus.timeout"),
+            (base + key + "[receipts]\nenabled = false\n", "corpus.enabled: corpus pushes need receipts.enabled"),
+            (base + "[alibaba]\nproduct_key = \"a1\"\n", "alibaba: product_key, device_name and device_secret"),
         ]
         for (text, expected) in cases {
             let error = #expect(throws: AnnounceError.self, "\(expected)") { try PushConfiguration.parse(text) }
@@ -216,5 +227,138 @@ struct ListenerLogicTests {
         var policy = StatusPrompter.Policy()
         policy.enabled = false
         #expect(simulate(policy, until: 100, events: [(1, true), (20, false), (45, true)]).isEmpty)
+    }
+
+    // MARK: Takeovers (one identity per terminal)
+
+    /// One connection's end (`#expect` cannot call a mutating method itself).
+    private func end(
+        _ watch: inout TakeoverWatch, held: Double, closedByBroker: Bool, random: Double = 1
+    ) -> TakeoverWatch.Verdict {
+        watch.ended(heldSeconds: held, closedByBroker: closedByBroker, random: random)
+    }
+
+    /// Three connections in a row closed by the broker right after it accepted them are a conflict; the listener
+    /// then waits the long backoff (1 min doubling to 30 min, jittered) after each takeover.
+    @Test func threeQuickTakeoversInARowAreAConflictAndEachLaterOneWaitsLonger() {
+        var watch = TakeoverWatch(TakeoverWatch.Policy())
+        #expect(end(&watch, held: 0.8, closedByBroker: true, random: 1) == .takenOver(count: 1))
+        #expect(end(&watch, held: 1.2, closedByBroker: true, random: 1) == .takenOver(count: 2))
+        #expect(!watch.conflict)
+        #expect(end(&watch, held: 0.5, closedByBroker: true, random: 1) == .conflict(detected: true, seconds: 60))
+        #expect(watch.conflict)
+        #expect(end(&watch, held: 1, closedByBroker: true, random: 1) == .conflict(detected: false, seconds: 120))
+        #expect(end(&watch, held: 1, closedByBroker: true, random: 0) == .conflict(detected: false, seconds: 120))
+        for _ in 0..<10 { _ = watch.ended(heldSeconds: 1, closedByBroker: true, random: 1) }
+        #expect(end(&watch, held: 1, closedByBroker: true, random: 1) == .conflict(detected: false, seconds: 1800))
+    }
+
+    /// What breaks a row: a connection that lasted, one this listener ended or one a message explains (not closed by
+    /// the broker for nothing), a failed attempt (a broker going down is not another client).
+    @Test func anythingButAQuickCloseByTheBrokerBreaksTheRow() {
+        var watch = TakeoverWatch(TakeoverWatch.Policy())
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        #expect(end(&watch, held: 30, closedByBroker: true) == .ordinary)
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        #expect(end(&watch, held: 1, closedByBroker: false) == .ordinary)
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        _ = watch.ended(heldSeconds: 1, closedByBroker: true)
+        watch.attemptFailed()
+        #expect(end(&watch, held: 1, closedByBroker: true) == .takenOver(count: 1))
+        #expect(!watch.conflict)
+    }
+
+    /// The listener that keeps the session: once in conflict, a connection it held for long and lost to the other
+    /// one's return is an ordinary loss (reconnected at the usual pace, so the returning one is taken over quickly and
+    /// waits longer still); the conflict is reported until a connection lasts twice the longest wait.
+    @Test func theHolderReconnectsAtOnceAndTheConflictEndsOnlyAfterALongQuietConnection() {
+        var watch = TakeoverWatch(TakeoverWatch.Policy())
+        for _ in 0..<3 { _ = watch.ended(heldSeconds: 1, closedByBroker: true) }
+        #expect(watch.conflict)
+        #expect(end(&watch, held: 300, closedByBroker: true) == .ordinary)
+        #expect(watch.conflict, "a long connection taken over is no proof that the other client is gone")
+        let early = watch.held(seconds: 3599)
+        #expect(!early)
+        let cleared = watch.held(seconds: 3600)
+        #expect(cleared)
+        #expect(!watch.conflict)
+        // Over: a new row starts from nothing, and the long backoff from its first step.
+        for _ in 0..<2 { _ = watch.ended(heldSeconds: 1, closedByBroker: true) }
+        #expect(end(&watch, held: 1, closedByBroker: true, random: 1) == .conflict(detected: true, seconds: 60))
+    }
+
+    @Test func theConflictBackoffIsConfigurable() throws {
+        let c = try PushConfiguration.parse(
+            """
+            device = "T9"
+            [broker]
+            url = "mqtt://h"
+            conflict_reconnect_min = "10s"
+            conflict_reconnect_max = "2m"
+            [keys]
+            k1 = "hex:00112233445566778899aabbccddeeff"
+            """)
+        #expect(c.takeover.backoff == Backoff.Policy(initialSeconds: 10, maximumSeconds: 120))
+        let defaults = try PushConfiguration.parse(
+            "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\n[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n")
+        #expect(defaults.takeover == TakeoverWatch.Policy())
+        #expect(defaults.takeover.backoff == Backoff.Policy(initialSeconds: 60, maximumSeconds: 1800))
+        #expect(throws: AnnounceError.self) {
+            try PushConfiguration.parse(
+                "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\nconflict_reconnect_min = \"5m\"\n"
+                    + "conflict_reconnect_max = \"1m\"\n[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n")
+        }
+    }
+
+    // MARK: The clock
+
+    /// `security.clock_sync`: the kernel by default, `trust`, or a file; anything else is an error naming the key.
+    /// `clock_wait` defaults to 10 minutes.
+    @Test func theClockSourceIsTheKernelTrustOrAFile() throws {
+        let base =
+            "device = \"T9\"\n[broker]\nurl = \"mqtt://h\"\n[keys]\nk1 = \"hex:00112233445566778899aabbccddeeff\"\n"
+        let defaults = try PushConfiguration.parse(base)
+        #expect(defaults.clockSync == .kernel && defaults.clockWaitSeconds == 600)
+        for (setting, source) in [
+            ("kernel", ClockSync.kernel), ("trust", .trust),
+            ("/run/systemd/timesync/synchronized", .file("/run/systemd/timesync/synchronized")),
+        ] {
+            let c = try PushConfiguration.parse(base + "[security]\nclock_sync = \"\(setting)\"\nclock_wait = \"0\"\n")
+            #expect(c.clockSync == source && c.clockWaitSeconds == 0)
+        }
+        let error = #expect(throws: AnnounceError.self) {
+            try PushConfiguration.parse(base + "[security]\nclock_sync = \"kernal\"\n")
+        }
+        let expected = "security.clock_sync: must be \"kernel\", \"trust\" or an absolute file path"
+        #expect(error?.message.contains(expected) == true)
+    }
+
+    /// Not synchronised: waiting (a verdict of stale or future is not final) until `clock_wait` is over, then judged
+    /// by it all the same; synchronised once the source says so, and for the rest of the run.
+    @Test func theClockIsWaitedForThenUsedAndOnceSynchronisedStaysSo() throws {
+        let folder = try Paths.temporaryDirectory("clock")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let flag = "\(folder)/synchronized"
+        let started = ContinuousClock.now
+        let watch = ClockWatch(source: .file(flag), waitSeconds: 600, started: started)
+        #expect(watch.state(now: started + .seconds(599)).state == .waiting)
+        #expect(!ClockWatch.State.waiting.isFinal && !ClockWatch.State.waiting.isTrusted)
+        #expect(watch.state(now: started + .seconds(600)).state == .unsynchronized)
+        #expect(ClockWatch.State.unsynchronized.isFinal && !ClockWatch.State.unsynchronized.isTrusted)
+        #expect(FileManager.default.createFile(atPath: flag, contents: Data()))
+        #expect(watch.state(now: started + .seconds(1)).state == .synchronized)
+        try FileManager.default.removeItem(atPath: flag)
+        #expect(watch.state == .synchronized, "a clock once set right stays trusted for the run")
+        #expect(ClockWatch(source: .trust, waitSeconds: 0).state == .trusted)
+    }
+
+    /// The kernel's account can be read here (this machine runs no NTP client, so it says unsynchronised, with the
+    /// maximum error it has); under systemd's ProtectClock= the read itself would fail, which is why the unit does
+    /// not set it.
+    @Test func theKernelsAccountCanBeRead() {
+        let (_, detail) = ClockSync.kernel.read()
+        #expect(detail.hasPrefix("the kernel's maximum error is "), "\(detail)")
     }
 }

@@ -17,9 +17,15 @@ final class PushSetup: Sendable {
     var stateDirectory: String { "\(directory)/state" }
 
     /// `broker` is extra lines for `[broker]` (credentials); `sections` whole tables after the rest (`[status]`…).
+    /// `security` is `[security]`: by default the clock is trusted as it is — the tests' machines have no NTP, so
+    /// the kernel calls their clock unsynchronised, and a test of the time window is about the window; the tests
+    /// of an unsynchronised clock name their own source (a file). `clientID`: the session's (default: one of its
+    /// own per setup).
     init(
         broker: Broker, socket: String, url: String? = nil, extra: String = "", tls: String = "",
-        daemon: String = "hold = \"1s\"", keepalive: String = "10s", brokerExtra: String = "", sections: String = ""
+        daemon: String = "hold = \"1s\"", keepalive: String = "10s", brokerExtra: String = "", sections: String = "",
+        security: String = "clock_sync = \"trust\"", clientID: String? = nil,
+        reconnect: (min: String, max: String) = ("200ms", "1s")
     ) throws {
         directory = try Paths.temporaryDirectory("push")
         configPath = "\(directory)/push.toml"
@@ -31,16 +37,19 @@ final class PushSetup: Sendable {
 
             [broker]
             url = "\(url ?? broker.url)"
-            client_id = "announce-T1-\(UInt32.random(in: 0...UInt32.max))"
+            client_id = "\(clientID ?? "announce-T1-\(UInt32.random(in: 0...UInt32.max))")"
             keepalive = "\(keepalive)"
             connect_timeout = "5s"
-            reconnect_min = "200ms"
-            reconnect_max = "1s"
+            reconnect_min = "\(reconnect.min)"
+            reconnect_max = "\(reconnect.max)"
             \(brokerExtra)
             \(tls)
 
             [daemon]
             \(daemon)
+
+            [security]
+            \(security)
 
             [keys]
             k1 = "hex:\(Self.keyHex)"
@@ -57,9 +66,10 @@ final class PushSetup: Sendable {
 
     /// Starts `announce-push run`, by default waiting until it has subscribed to its topics at the broker (not merely
     /// to the daemon's events, logged "subscribed to the daemon's events" before it even connects).
-    func startListener(waitForSubscription: Bool = true, as identity: Identity? = nil) async throws
-        -> BackgroundProcess
-    {
+    func startListener(
+        waitForSubscription: Bool = true, as identity: Identity? = nil, launcher: [String] = [],
+        environment: [String: String] = [:]
+    ) async throws -> BackgroundProcess {
         if let identity {
             // Its own state folder, as systemd's StateDirectory= gives the service's user.
             try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
@@ -67,8 +77,9 @@ final class PushSetup: Sendable {
                 throw HarnessError("cannot give \(stateDirectory) to uid \(identity.uid)")
             }
         }
+        let command = launcher + ["\(Paths.bin)/announce-push", "run", "--config", configPath]
         let listener = try await BackgroundProcess.start(
-            "\(Paths.bin)/announce-push", ["run", "--config", configPath], identity: identity,
+            command[0], Array(command.dropFirst()), environment: environment, identity: identity,
             logFile: "\(directory)/push.log")
         if waitForSubscription { try await listener.waitForLog("subscribed topics=") }
         return listener

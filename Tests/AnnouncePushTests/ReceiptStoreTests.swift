@@ -1,6 +1,5 @@
 import AnnounceCore
 import AnnounceTestSupport
-import Crypto
 import Foundation
 import Logging
 import Testing
@@ -137,15 +136,43 @@ struct ReceiptStoreTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let (receipts, outbox) = try Self.engine(directory)
         receipts.handedOver(order: "D-1", reply: .duplicate(Self.job(3, .spoken, order: "D-1")))
-        receipts.handedOver(order: "R-1", reply: .refused(ErrorInfo(code: "unknown_channel", message: "no")))
+        #expect(receipts.refused(order: "R-1", reason: "unknown_channel", message: "sig-r1"))
         // A duplicate of a job not finished yet waits for its end.
         receipts.handedOver(order: "D-2", reply: .duplicate(Self.job(4, .playing, order: "D-2")))
         var published = Self.drain(outbox)
-        #expect(published.map(\.state) == [.duplicate, .failed])
+        #expect(published.map(\.state) == [.duplicate, .refused])
         #expect(published.first?.original == .heard && published.last?.error == "unknown_channel")
+        #expect(published.last?.job == nil && published.last?.isValid(with: ReceiptTests.key) == true)
         receipts.finalState(Self.job(4, .cancelled, order: "D-2"))
         published = Self.drain(outbox)
         #expect(published.map(\.state) == [.duplicate] && published.first?.original == .cancelled)
+    }
+
+    /// A refused message gets one receipt: the same message again (the broker redelivering it, its PUBACK lost)
+    /// gets none, within the run and — while the first receipt waits on disk for the broker — after a restart; the
+    /// service resending the payment (a new message, another signature) gets one of its own.
+    @Test func aRefusedMessageGetsOneReceiptHoweverOftenItComes() async throws {
+        let directory = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let (receipts, outbox) = try Self.engine(directory)
+            #expect(receipts.refused(order: "S-1", reason: "stale", message: "sig-1"))
+            #expect(!receipts.refused(order: "S-1", reason: "stale", message: "sig-1"))
+            let made = try #require(outbox.next())
+            #expect((try Receipt(payload: made.payload)).state == .refused)
+            #expect((try Receipt(payload: made.payload)).error == "stale")
+            outbox.sent(made.item, mid: 1)
+            if case .receipt(let seq) = outbox.acknowledged(mid: 1) { receipts.acknowledged(seq) }
+            try await waitUntil { (try? receipts.store.load().entries.isEmpty) == true }
+            #expect(outbox.next() == nil)
+            #expect(receipts.refused(order: "S-2", reason: "invalid_amount", message: "sig-2"))
+            #expect(outbox.pendingReceipts == 1)  // not acknowledged: the process dies
+        }
+        let (receipts, outbox) = try Self.engine(directory)
+        #expect(!receipts.refused(order: "S-2", reason: "invalid_amount", message: "sig-2"))
+        #expect(receipts.refused(order: "S-2", reason: "invalid_amount", message: "sig-2-resent"))
+        #expect(Self.drain(outbox).map(\.order) == ["S-2", "S-2"])
+        #expect(try receipts.store.load().entries.compactMap(\.message).sorted() == ["sig-2", "sig-2-resent"])
     }
 
     /// What to replay from: below the oldest job owed, else the highest job noted; nothing before anything.

@@ -1,7 +1,7 @@
 import AnnounceCore
+import AnnounceCrypto
 import AnnouncePush
 import AnnounceTestSupport
-import Crypto
 import Foundation
 import Testing
 
@@ -9,7 +9,7 @@ import Testing
 /// openssl and against the documented script, what each field covers, and receipts made from the daemon's jobs.
 struct ReceiptTests {
     static let keyHex = "8f3a9c0d5b7e21466f0a1c3e5d7b9f218f3a9c0d5b7e21466f0a1c3e5d7b9f21"
-    static var key: SymmetricKey { SymmetricKey(data: PushVerifierBytes.hex(keyHex)) }
+    static var key: HMACKey { HMACKey(PushVerifierBytes.hex(keyHex)) }
 
     static let heard = Receipt(
         device: "T1000123", order: "2026112300001", state: .heard, job: 57, acceptedAt: 1_795_415_589_372,
@@ -36,8 +36,10 @@ struct ReceiptTests {
             createdAt: 5, keyID: "k1")
         #expect(duplicate.canonical.contains("\nstate=duplicate\noriginal=failed\njob=3\naccepted_at=\nheard_at=\n"))
         #expect(duplicate.canonical.hasSuffix("\nerror=audio_device\ncreated_at=5"))
-        let refused = Receipt(device: "T1", order: "B", state: .failed, job: nil, createdAt: 5, keyID: "k1")
-        #expect(refused.canonical.contains("\njob=\n"))
+        let refused = Receipt(
+            device: "T1", order: "B", state: .refused, job: nil, error: "unknown_channel", createdAt: 5, keyID: "k1")
+        #expect(refused.canonical.contains("\nstate=refused\noriginal=\njob=\n"))
+        #expect(refused.canonical.hasSuffix("\nerror=unknown_channel\ncreated_at=5"))
         // A code that is not a plain code cannot smuggle a line break into the text.
         #expect(Receipt(device: "T1", order: "B", state: .failed, job: 1, error: "x\ny", createdAt: 1, keyID: "k")
             .error == "other")
@@ -68,7 +70,12 @@ struct ReceiptTests {
             Receipt(
                 device: "T1", order: "A-1", state: .duplicate, original: .heard, job: 9, acceptedAt: 1, heardAt: 2,
                 createdAt: 3, keyID: "k1"),
-            Receipt(device: "T1", order: "A-2", state: .failed, job: nil, error: "unknown_channel", createdAt: 3, keyID: "k1"),
+            Receipt(device: "T1", order: "A-2", state: .failed, job: 4, error: "audio_device", createdAt: 3, keyID: "k1"),
+            Receipt(device: "T1", order: "A-3", state: .refused, job: nil, error: "stale", createdAt: 3, keyID: "k1"),
+            Receipt(device: "T1", order: "C-1", state: .installed, job: nil, createdAt: 3, keyID: "k1", kind: .corpus, clips: 2),
+            Receipt(
+                device: "T1", order: "C-2", state: .refused, job: nil, error: "bad_hash", createdAt: 3, keyID: "k1",
+                kind: .corpus, clips: 0),
         ] {
             let signed = receipt.signed(with: Self.key)
             let good = try await verify(signed.payload())
@@ -98,7 +105,7 @@ struct ReceiptTests {
             change(&copy)
             #expect(!copy.isValid(with: Self.key), "\(copy.canonical)")
         }
-        #expect(!signed.isValid(with: SymmetricKey(data: [UInt8](repeating: 1, count: 32))))
+        #expect(!signed.isValid(with: HMACKey([UInt8](repeating: 1, count: 32))))
     }
 
     @Test func thePayloadReadsBack() throws {

@@ -1,7 +1,7 @@
 import AnnounceCore
+import AnnounceCrypto
 import AnnouncePush
 import AnnounceTestSupport
-import Crypto
 import Foundation
 import Testing
 
@@ -95,7 +95,7 @@ struct SignatureTests {
         #expect(code { try verifier.verify(forged.payload(), nowMs: Self.now) } == .badSignature)
 
         // Signed with another key under the right id.
-        let other = PushSigner.sign(message(), key: SymmetricKey(data: Array(repeating: UInt8(7), count: 32)))
+        let other = PushSigner.sign(message(), key: HMACKey(Array(repeating: UInt8(7), count: 32)))
         #expect(code { try verifier.verify(other.payload(), nowMs: Self.now) } == .badSignature)
 
         let unknown = PushSigner.sign(message(kid: "k9"), key: try #require(keyring.key("k1")))
@@ -180,10 +180,27 @@ struct SignatureTests {
                 == .invalidAmount)
     }
 
+    /// Signed, in a currency not spoken here: refused with a code of its own (after the signature: a `refused`
+    /// receipt tells the service), not as `malformed` (which is refused before it, and gets none).
     @Test func unsupportedCurrencyIsRefused() throws {
         var usd = message()
         usd.currency = "USD"
-        #expect(code { try verifier.verify(try signed(usd).payload(), nowMs: Self.now) } == .malformed)
+        #expect(code { try verifier.verify(try signed(usd).payload(), nowMs: Self.now) } == .unsupportedCurrency)
+    }
+
+    /// ``PushVerifier/verify(_:nowMs:)`` is ``PushVerifier/authenticate(_:)`` (who sent it: no receipt when that
+    /// fails) then ``PushVerifier/judge(_:nowMs:)`` (whether it can be spoken: a `refused` receipt when not); only
+    /// the window's codes wait for a trusted clock.
+    @Test func authenticatingComesBeforeJudging() throws {
+        var stale = message()
+        stale.createdAt = Self.now - 3_600_000
+        let forged = PushSigner.sign(stale, key: HMACKey([UInt8](repeating: 0xab, count: 32)))
+        #expect(code { try verifier.verify(forged, nowMs: Self.now) } == .badSignature)
+        let signed = try signed(stale)
+        #expect(throws: Never.self) { try verifier.authenticate(signed) }
+        #expect(code { try verifier.judge(signed, nowMs: Self.now) } == .stale)
+        #expect(PushVerifier.isTimeWindow(.stale) && PushVerifier.isTimeWindow(.future))
+        #expect(!PushVerifier.isTimeWindow(.invalidAmount) && !PushVerifier.isTimeWindow(.unsupportedCurrency))
     }
 
     @Test func keysMustBeLongEnoughAndWellFormed() {

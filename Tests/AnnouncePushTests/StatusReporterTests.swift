@@ -99,4 +99,43 @@ struct StatusReporterTests {
         reporter.connection(true)
         #expect(try await collector.wait { $0.count == 1 }, "published at connect")
     }
+
+    /// The listener's own account is in the status — this run's instance, the identity, the clock, the messages
+    /// refused — and a change of it is published like any other; the last will carries the instance, and the identity
+    /// and the clock only when something is wrong with them.
+    @Test func theListenersOwnAccountIsPublishedAndFollowed() async throws {
+        let folder = try Paths.temporaryDirectory("clock")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let report = ListenerReport(
+            clock: ClockWatch(source: .file("\(folder)/synchronized"), waitSeconds: 3600), instance: "00000000000000ab")
+        let outbox = Outbox(statusTopic: "s", receiptTopic: "r", logger: Logger(label: "test"))
+        let reporter = StatusReporter(
+            device: "T1", refreshSeconds: 60, outbox: outbox, fetch: { Self.daemon(threshold: 60) }, receipts: { nil },
+            listener: { report.facts })
+        let collector = Collector(outbox)
+        reporter.start()
+        defer { reporter.stop() }
+        reporter.connection(true)
+        #expect(try await collector.wait { $0.count == 1 })
+        let first = try #require(collector.published.withLock { $0.last?.status })
+        #expect(first.instance == "00000000000000ab" && first.identity == "ok" && first.refused == nil)
+        #expect(first.clock == DeviceStatus.Clock(state: "waiting", source: "file"))
+
+        var will = DeviceStatus.offline(device: "T1", reason: "connection_lost")
+        will.add(report.facts, brief: true)
+        #expect(will.instance == "00000000000000ab" && will.identity == nil && will.clock?.state == "waiting")
+
+        report.refused(.badSignature)
+        report.refused(.badSignature)
+        report.identityConflict(true)
+        #expect(FileManager.default.createFile(atPath: "\(folder)/synchronized", contents: Data()))
+        reporter.changed()
+        #expect(try await collector.wait { $0.last?.clock?.state == "synchronized" })
+        let last = try #require(collector.published.withLock { $0.last?.status })
+        #expect(last.identity == "conflict" && last.refused == ["bad_signature": 2])
+
+        will = DeviceStatus.offline(device: "T1", reason: "connection_lost")
+        will.add(report.facts, brief: true)
+        #expect(will.identity == "conflict" && will.clock == nil && will.refused == nil)
+    }
 }

@@ -33,6 +33,7 @@ struct ConfigurationTests {
             periods = 3
             lead_in_ms = 150
             keep_open = true
+            end_ahead_ms = 40
             volume_threshold = 60
 
             [access]
@@ -72,6 +73,7 @@ struct ConfigurationTests {
         #expect(c.periods == 3)
         #expect(c.leadInMs == 150)
         #expect(c.keepDeviceOpen)
+        #expect(c.endAheadMs == 40)
         #expect(c.volumeThreshold == 60)
         #expect(c.controlUsers == ["root", "1000"])
         #expect(c.controlGroups == ["announce"])
@@ -116,23 +118,70 @@ struct ConfigurationTests {
         #expect(message(latin1) == "config file \(latin1) is not UTF-8 text")
     }
 
+    /// The problem `text` has as the file t.toml, or "" if none.
+    func message(_ text: String) -> String {
+        do {
+            _ = try ConfigFile.apply(text, source: "t.toml", onto: base)
+            return ""
+        } catch {
+            return error.message
+        }
+    }
+
     @Test func mistakesAreNamedNotIgnored() {
-        func message(_ text: String) -> String {
+        #expect(message("sockett = \"/x\"") == "t.toml: sockett: unknown key")
+        #expect(message("[queue]\ncapasity = 3") == "t.toml: queue.capasity: unknown key")
+        // Always `file: section.key: problem`, whichever reader found it (the typed ones get the bare key).
+        #expect(message("[queue]\ncapacity = \"lots\"") == "t.toml: queue.capacity: must be an integer")
+        #expect(message("[audio]\nkeep_open = 1") == "t.toml: audio.keep_open: must be true or false")
+        #expect(message("[audio]\nmute_policy = 1") == "t.toml: audio.mute_policy: must be a string")
+        #expect(message("[audio]\nvolume_threshold = \"loud\"").hasPrefix("t.toml: audio.volume_threshold: must be"))
+        #expect(message("[limits]\nmax_clients = 1.5") == "t.toml: limits.max_clients: must be an integer")
+        #expect(message("socket_mode = \"rw\"").hasPrefix("t.toml: socket_mode: must be an octal mode"))
+        #expect(
+            message("[limits]\nidle_timeout = \"soon\"").hasPrefix("t.toml: limits.idle_timeout: must be a duration"))
+        #expect(
+            message("[access]\ncontrol_users = \"root\"")
+                == "t.toml: access.control_users: must be an array of names or numbers")
+        #expect(message("queue = 3") == "t.toml: queue: must be a table ([queue])")
+    }
+
+    /// A TOML syntax error is said the same way, with where it is; toml++'s own words for a string left open
+    /// ("unescaped control characters other than TAB …") become what they mean.
+    @Test func syntaxErrorsNameTheKeyAndTheLine() {
+        #expect(
+            message("device = \"default\"\n[audio]\nmixer = \"default/Master\n")
+                == "t.toml: audio.mixer: unterminated string: its closing quote is missing (line 3, column 24)")
+        #expect(
+            message("[queue]\n  'capacity' = 'x")
+                == "t.toml: queue.capacity: unterminated string: its closing quote is missing (line 2, column 18)")
+        let missing = message("device = ")
+        #expect(
+            missing.hasPrefix("t.toml: device: not valid TOML (") && missing.hasSuffix("(line 1, column 10)"), "\(missing)")
+        let header = message("[queue\ncapacity = 3")
+        #expect(header.hasPrefix("t.toml: line 1, column 7: not valid TOML (table header: "), "\(header)")
+    }
+
+    /// A value out of range is named with the file that set it; one a flag set, by its key (the flag's help names
+    /// the key).
+    @Test func aValueOutOfRangeIsNamedWithTheFileThatSetIt() throws {
+        let directory = try Paths.temporaryDirectory("cfg-range")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = "\(directory)/announced.toml"
+        try "[audio]\nvolume_threshold = 150\n".write(toFile: file, atomically: true, encoding: .utf8)
+        func message(_ overrides: ConfigurationOverrides) -> String {
             do {
-                _ = try ConfigFile.apply(text, source: "t.toml", onto: base)
+                _ = try DaemonConfiguration.resolve(configFile: file, overrides: overrides)
                 return ""
             } catch {
                 return error.message
             }
         }
-        #expect(message("sockett = \"/x\"").contains("t.toml: sockett: unknown key"))
-        #expect(message("[queue]\ncapasity = 3").contains("queue.capasity: unknown key"))
-        #expect(message("[queue]\ncapacity = \"lots\"").contains("capacity: must be an integer"))
-        #expect(message("socket_mode = \"rw\"").contains("socket_mode: must be an octal mode"))
-        #expect(message("[limits]\nidle_timeout = \"soon\"").contains("idle_timeout: must be a duration"))
-        #expect(message("[access]\ncontrol_users = \"root\"").contains("control_users: must be an array"))
-        #expect(message("queue = 3").contains("queue: must be a table"))
-        #expect(message("device = ").contains("t.toml: line 1"), "a TOML syntax error names its line")
+        #expect(message(ConfigurationOverrides()) == "\(file): audio.volume_threshold: must be 0…100")
+        var flags = ConfigurationOverrides()
+        flags.volumeThreshold = .percent(60)
+        flags.queueCapacity = 0
+        #expect(message(flags) == "queue.capacity: must be 1…100000", "the file's value overridden, the flag's named")
     }
 
     @Test func rangesAreChecked() {
@@ -141,7 +190,9 @@ struct ConfigurationTests {
         c.volumeThreshold = 101
         c.logLevel = "loud"
         c.idleTimeoutSeconds = 0
+        c.endAheadMs = 10
         let problems = c.problems().joined(separator: "\n")
+        #expect(problems.contains("audio.end_ahead_ms: must be 20…1000"))
         #expect(problems.contains("queue.capacity"))
         #expect(problems.contains("audio.volume_threshold"))
         #expect(problems.contains("log_level"))

@@ -11,12 +11,13 @@ import Testing
 struct JobLifecycleTests {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycle-\(UUID().uuidString)").path
 
-    func lifecycle(capacity: Int) throws -> JobLifecycle {
+    func lifecycle(capacity: Int) throws -> (JobLifecycle, Journal) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let journal = try Journal(path: directory + "/journal.sqlite")
-        return try JobLifecycle(
-            journal: journal, capacity: capacity, dedupWindowMs: 60_000, nowMs: 1_000,
+        let lifecycle = try JobLifecycle(
+            journal: journal, capacity: capacity, dedupWindowMs: 60_000, now: .wall(1_000),
             logger: Logger(label: "test"), wakePlayer: {}, onFinal: { _, _ in })
+        return (lifecycle, journal)
     }
 
     func payment(_ index: Int) throws -> (Job, JobRecord) {
@@ -26,7 +27,7 @@ struct JobLifecycleTests {
         let job = Job(id: 0, utterance: utterance, announcement: announcement, acceptedAt: Monotonic.nanos)
         let record = JobRecord(
             priority: .payment, utterance: utterance, lang: "zh", style: nil, liang: nil, order: nil,
-            announcement: announcement, acceptedAtMs: 1_000 + Int64(index), ttlMs: nil)
+            announcement: announcement, accepted: .wall(1_000 + Int64(index)), ttlMs: nil)
         return (job, record)
     }
 
@@ -37,7 +38,7 @@ struct JobLifecycleTests {
     /// was refused with `queue_full` and never reached the journal.
     @Test func aReloadThatLowersTheBoundNeverLeavesACommittedJobUnqueued() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let lifecycle = try lifecycle(capacity: 1)
+        let (lifecycle, journal) = try lifecycle(capacity: 1)
         let submissions = 1_000
         let payments = try (0..<submissions).map(payment)
 
@@ -81,7 +82,7 @@ struct JobLifecycleTests {
         #expect(!refusals.isEmpty, "the bound never refused a job: the race was not exercised")
         let queued = Set(lifecycle.queue.snapshot.map(\.id))
         #expect(queued == accepted, "accepted but not queued: \(accepted.subtracting(queued).sorted())")
-        let onDisk = try lifecycle.journal.countByState()
+        let onDisk = try journal.countByState()
         #expect(onDisk == ["queued": accepted.count], "the journal holds \(onDisk) for \(accepted.count) accepted")
     }
 }

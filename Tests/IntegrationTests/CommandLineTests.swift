@@ -45,6 +45,25 @@ extension DaemonIntegration {
 
             let missing = try await announced(["--config", "\(directory)/missing.toml", "--check-config"])
             #expect(missing.status == 1 && missing.stderr.contains("does not exist"), "\(missing)")
+
+            // Every problem of the file is `file: section.key: problem`: a value of the wrong type inside a
+            // section, one out of range, a string left open.
+            let wrong = "\(directory)/wrong.toml"
+            try "[queue]\ncapacity = \"many\"\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+            let typed = try await announced(["--config", wrong, "--check-config"])
+            #expect(typed.status == 1 && typed.stderr == "announced: \(wrong): queue.capacity: must be an integer\n")
+            try "[audio]\nvolume_threshold = 150\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+            let range = try await announced(["--config", wrong, "--check-config"])
+            #expect(
+                range.status == 1 && range.stderr == "announced: \(wrong): audio.volume_threshold: must be 0…100\n",
+                "\(range)")
+            try "device = \"default\"\n[audio]\nmixer = \"default/Master\n".write(
+                toFile: wrong, atomically: true, encoding: .utf8)
+            let open = try await announced(["--config", wrong, "--check-config"])
+            #expect(
+                open.status == 1
+                    && open.stderr == "announced: \(wrong): audio.mixer: unterminated string: its closing quote is "
+                    + "missing (line 3, column 24)\n", "\(open)")
         }
 
         @Test func logLinesCarryTheirPriorityForJournaldAndATimeElsewhere() async throws {
@@ -78,16 +97,85 @@ extension DaemonIntegration {
             }
         }
 
+        /// A second daemon on a live socket refuses to start, before it loads anything, saying which setting and
+        /// what to do — not `internal` (a bug), and not "stopping: finishing the announcement playing" for a start
+        /// that never happened.
         @Test func aSecondDaemonDoesNotTakeOverALiveSocket() async throws {
             try await withDaemon(rig: nil, device: "null") { daemon in
                 let state = try Paths.temporaryDirectory("two")
                 defer { try? FileManager.default.removeItem(atPath: state) }
                 let second = try await announced([
-                    "--socket", daemon.socket, "--state-dir", state, "--voices", Paths.voices, "--device", "null",
+                    "--socket", daemon.socket, "--state-dir", "\(state)/state", "--voices", Paths.voices,
+                    "--device", "null",
                 ])
                 #expect(second.status == 1, "\(second)")
-                #expect(second.stderr.contains("another process is listening"), "\(second)")
+                #expect(
+                    second.stderr.contains(
+                        "critical announced: cannot start error=\"bad_configuration: socket: another process is "
+                            + "listening on \(daemon.socket); not taking it over (stop that daemon first, or give "
+                            + "this one another --socket)\""), "\(second)")
+                #expect(!second.stderr.contains("internal") && !second.stderr.contains("stopping"), "\(second)")
+                #expect(!second.stderr.contains("voice pack loaded"), "refused before loading: \(second)")
+                #expect(!FileManager.default.fileExists(atPath: "\(state)/state"), "no journal opened")
                 #expect(try await daemon.reply(Request(op: "ping")).ok, "the first daemon still has its socket")
+            }
+        }
+
+        /// `say -w` whose daemon stops before the job plays: the job's line, then the daemon's error line (the job
+        /// stays queued for the next start), exit 3 — not the acceptance printed twice. The job is held by a
+        /// device that cannot open (retried), so that it is still waiting when SIGTERM comes (and the stop waits
+        /// half a second for it, not the default 10 s).
+        @Test func aWaitedSayWhoseDaemonStopsSaysWhy() async throws {
+            try await withDaemon(rig: nil, arguments: ["--shutdown-timeout", "0.5"], device: "nosuchpcm") { daemon in
+                let waiting = Task { try await daemon.ctl(["say", "-w", "8.5"]) }
+                try await daemon.waitForLog("audio device failed")
+                daemon.signal(SIGTERM)
+                let said = try await waiting.value
+                #expect(said.status == 3, "\(said)")
+                #expect(
+                    said.stdout == "job 1 queued: 到账八点五元 (position 0)\n"
+                        + "error: shutting_down: the daemon is stopping; job 1 stays queued and is spoken after "
+                        + "restart; try again once the daemon has restarted\n", "\(said)")
+                #expect(try await daemon.waitForExit() == 0)
+            }
+        }
+
+        /// One rule: a value announce-ctl cannot use is invalid input (2) whether it finds it or the daemon does
+        /// (`bad_request`); a usage error (64) is a command line of the wrong shape. Connection options may come
+        /// before the command.
+        @Test func aValueThatCannotBeUsedIsInvalidInputWhoeverFindsIt() async throws {
+            try await withDaemon(rig: nil, device: "null") { daemon in
+                for (arguments, stderr) in [
+                    (["volume", "150"], "announce-ctl: a percentage is 0…100, not 150\n"),
+                    (
+                        ["cancel", "abc"],
+                        "announce-ctl: The value 'abc' is invalid for '<ids>' (announce-ctl cancel --help describes "
+                            + "the options)\n"
+                    ),
+                    (
+                        ["say", "--fen", "12.5"],
+                        "announce-ctl: The value '12.5' is invalid for '--fen <n>' (announce-ctl say --help describes "
+                            + "the options)\n"
+                    ),
+                ] {
+                    let local = try await daemon.ctl(arguments)
+                    #expect(local.status == 2 && local.stderr == stderr && local.stdout.isEmpty, "\(arguments): \(local)")
+                }
+                // The same kind of mistake found by the daemon.
+                let ttl = try await daemon.ctl(["say", "-t", "-1", "10"])
+                #expect(
+                    ttl.status == 2 && ttl.stdout == "error: bad_request: ttl must be seconds between 0 (none) and 604800\n",
+                    "\(ttl)")
+                let limit = try await daemon.ctl(["history", "-n", "0"])
+                #expect(limit.status == 2 && limit.stdout.hasPrefix("error: bad_request: "), "\(limit)")
+                // The shape: still 64.
+                let shape = try await daemon.ctl(["volume", "--reset", "70"])
+                #expect(shape.status == 64 && shape.stderr.hasPrefix("announce-ctl: give a threshold or --reset"))
+
+                let before = try await run(
+                    "\(Paths.bin)/announce-ctl", ["-s", daemon.socket, "-j", "say", "1"],
+                    environment: ["ANNOUNCE_SOCKET": "/nonexistent/s.sock"])
+                #expect(before.status == 0 && before.stdout.hasPrefix("{"), "\(before)")
             }
         }
 
@@ -151,7 +239,7 @@ extension DaemonIntegration {
         @Test func theCommandLineStartsWithoutTheDaemonsLibraries() async throws {
             let libraries = [
                 "libasound", "libsndfile", "libsoxr", "libebur128", "libespeak-ng", "libsystemd", "libmosquitto",
-                "libsqlite3",
+                "libsqlite3", "libcurl",
             ]
             let ping = try await run(
                 "\(Paths.bin)/announce-ctl", ["ping", "--socket", "/nonexistent/s.sock"],
@@ -168,7 +256,7 @@ extension DaemonIntegration {
             }
             // Not at start: libespeak-ng (at the first text), nor the decoders (only when a voice pack has to be
             // prepared: SpeechEndToEndTests, theDecoderLibrariesLeaveOnceThePacksAreDecoded).
-            for library in ["libespeak-ng", "libsndfile", "libsoxr", "libebur128"] {
+            for library in ["libespeak-ng", "libsndfile", "libsoxr", "libebur128", "libcurl"] {
                 #expect(!daemon.stderr.contains("file=\(library)"), "announced loaded \(library) at start")
             }
         }
@@ -201,10 +289,12 @@ extension DaemonIntegration {
             #expect(
                 subcommand.stderr
                     == "announce-ctl: Unexpected argument 'frobnicate' (announce-ctl --help describes the options)\n")
-            let daemonOption = try await run("\(Paths.bin)/announced", ["--bogus"])
+            // (Not --bogus: ArgumentParser suggests the nearest option, --corpus, for that one.)
+            let daemonOption = try await run("\(Paths.bin)/announced", ["--frobnicate"])
             #expect(daemonOption.status == 64)
             #expect(
-                daemonOption.stderr == "announced: Unknown option '--bogus' (announced --help describes the options)\n")
+                daemonOption.stderr
+                    == "announced: Unknown option '--frobnicate' (announced --help describes the options)\n")
             let pushOption = try await run("\(Paths.bin)/announce-push", ["--bogus"])
             #expect(pushOption.status == 64 && pushOption.stderr.hasPrefix("announce-push: Unknown option '--bogus' ("))
             #expect(pushOption.stderr.split(separator: "\n").count == 1)

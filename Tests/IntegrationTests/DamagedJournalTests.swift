@@ -88,22 +88,19 @@ extension DaemonIntegration {
         }
 
         /// A journal that cannot be opened is not damaged: here a folder where the file should be (the tests run
-        /// as root, who ignores file permissions). The daemon refuses to start, as before, and moves nothing.
-        @Test func aJournalThatCannotBeOpenedStopsTheDaemonAndIsNotMoved() async throws {
+        /// as root, who ignores file permissions). Nothing is moved aside; the daemon starts and keeps its journal
+        /// in memory, naming what is wrong (docs/deployment.md, "A state folder that cannot be used").
+        @Test func aJournalThatCannotBeOpenedIsNotMovedAside() async throws {
             let directory = try Paths.temporaryDirectory("cannot")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let state = "\(directory)/state"
             try FileManager.default.createDirectory(
                 atPath: "\(state)/journal.sqlite", withIntermediateDirectories: true)
-            let result = try await run(
-                "\(Paths.bin)/announced",
-                [
-                    "--socket", "\(directory)/s.sock", "--state-dir", state, "--voices", Paths.voices, "--device",
-                    "null",
-                ])
-            #expect(result.status == 1, "\(result)")
-            #expect(result.stderr.contains("cannot start"), "\(result)")
-            #expect(result.stderr.contains("cannot open the journal \(state)/journal.sqlite"), "\(result)")
+            try await withDaemon(rig: nil, device: "null", directory: directory) { daemon in
+                let status = try #require(try await daemon.reply(Request(op: "status")).status)
+                #expect(status.journal.recoveredFromCorruption == nil)
+                #expect(status.journal.problem?.message == "\(state)/journal.sqlite is a directory, not a journal file")
+            }
             #expect(try movedAside(state).isEmpty)
             var isFolder: ObjCBool = false
             #expect(FileManager.default.fileExists(atPath: "\(state)/journal.sqlite", isDirectory: &isFolder))

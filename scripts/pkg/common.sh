@@ -28,7 +28,7 @@ pkg_preflight() {
     for tool in debootstrap dpkg-deb curl; do
         command -v "$tool" > /dev/null || need+=("$tool")
     done
-    ((${#need[@]} == 0)) || pkg_die "missing: ${need[*]} (apt-get install debootstrap dpkg curl, or run scripts/setup.sh)"
+    ((${#need[@]} == 0)) || pkg_die "missing: ${need[*]} (apt-get install debootstrap dpkg curl, or run scripts/setup.sh --tests)"
     [[ -r "$DEBIAN_KEYRING" ]] || pkg_die "missing $DEBIAN_KEYRING (apt-get install debian-archive-keyring)"
     curl -fsS --max-time 20 -o /dev/null "$DEBIAN_MIRROR/dists/$SWIFT_SUITE/Release" 2> /dev/null \
         || pkg_die "cannot reach Debian's archive at $DEBIAN_MIRROR (dists/$SWIFT_SUITE/Release): the toolchain and the target's libraries come from there; set ANNOUNCE_DEBIAN_MIRROR to a mirror you can reach"
@@ -108,24 +108,33 @@ SOURCES
 pkg_apt_get() { apt-get $(pkg_apt_options) "$@"; }      # shellcheck disable=SC2046
 pkg_apt_cache() { apt-cache $(pkg_apt_options) "$@"; }  # shellcheck disable=SC2046
 
-# Runs a command in a chroot with /proc, /sys and /dev mounted, and unmounts them however it ends. Extra bind
-# mounts: PKG_CHROOT_BINDS=("HOST-PATH:CHROOT-PATH[:ro]" …).
+# Runs a command in a chroot with /proc, /sys and /dev mounted. The mounts are made in a mount namespace of the
+# command's own (unshare), so they end with it however it ends: a run killed half-way (a timeout's SIGKILL) leaves
+# nothing mounted behind for the next one to trip over ("sysfs already mounted"). Extra bind mounts:
+# PKG_CHROOT_BINDS=("HOST-PATH:CHROOT-PATH[:ro]" …).
 PKG_CHROOT_BINDS=()
 pkg_chroot() {  # ROOT COMMAND...
-    local root="$1" status=0 mounted=() bind host inside mode
+    local root="$1"
     shift
-    _pkg_chroot_mount() { mkdir -p "$root$2"; mount "${@:3}" "$1" "$root$2"; mounted=("$root$2" "${mounted[@]}"); }
-    _pkg_chroot_mount proc /proc -t proc
-    _pkg_chroot_mount sysfs /sys -t sysfs
-    _pkg_chroot_mount /dev /dev --bind
-    _pkg_chroot_mount devpts /dev/pts -t devpts
-    for bind in "${PKG_CHROOT_BINDS[@]}"; do
-        IFS=: read -r host inside mode <<< "$bind"
-        _pkg_chroot_mount "$host" "$inside" --bind
-        [[ "$mode" == ro ]] && mount -o remount,bind,ro "$root$inside"
-    done
-    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-        DEBIAN_FRONTEND=noninteractive "$@" || status=$?
-    for inside in "${mounted[@]}"; do umount -l "$inside" 2> /dev/null || true; done
-    return "$status"
+    unshare --mount --propagation private -- bash -euo pipefail -c '
+        root="$1" binds="$2"
+        shift 2
+        mount_in() {  # WHAT WHERE MOUNT-OPTIONS…: over whatever an older run (before namespaces) left there
+            mkdir -p "$root$2"
+            while mountpoint -q "$root$2"; do umount -l "$root$2"; done
+            mount "${@:3}" "$1" "$root$2"
+        }
+        mount_in proc /proc -t proc
+        mount_in sysfs /sys -t sysfs
+        mount_in /dev /dev --bind
+        mount_in devpts /dev/pts -t devpts
+        for ((i = 0; i < binds; i++)); do
+            IFS=: read -r host inside mode <<< "$1"
+            shift
+            mount_in "$host" "$inside" --bind
+            if [[ "$mode" == ro ]]; then mount -o remount,bind,ro "$root$inside"; fi
+        done
+        exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+            DEBIAN_FRONTEND=noninteractive "$@"
+    ' pkg_chroot "$root" "${#PKG_CHROOT_BINDS[@]}" "${PKG_CHROOT_BINDS[@]}" "$@"
 }

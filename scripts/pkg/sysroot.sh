@@ -17,7 +17,7 @@ exec 3>&1 1>&2
 # uses (their headers for the module maps; their shared objects for the tests, which load them as the daemon does).
 DEV_PACKAGES=(libc6-dev linux-libc-dev libgcc-14-dev libstdc++-14-dev libasound2-dev libsndfile1-dev
     libsoxr-dev libebur128-dev libespeak-ng-dev libsqlite3-dev libsystemd-dev libmosquitto-dev
-    libasound2-plugins zlib1g-dev libcurl4-openssl-dev libxml2-dev uuid-dev)
+    libasound2-plugins zlib1g-dev libcurl4-openssl-dev libssl-dev libxml2-dev uuid-dev)
 # The Swift side, from sid: the compiler package carries the target's runtime and modules.
 SWIFT_PACKAGES=(swiftlang libswiftlang)
 

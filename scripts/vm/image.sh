@@ -29,10 +29,16 @@ CACHE_ROOT="${ANNOUNCE_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/var/tmp}/.cache}/ann
 SUITE=$TARGET_SUITE
 # The guest's packages: init and device manager, D-Bus (systemctl/systemd-run need it), module loading, ALSA tools,
 # the libraries the packages depend on (debian/control: libasound2t64, libsndfile1, libsoxr0, libebur128-1,
-# libespeak-ng1, libsqlite3-0, libsystemd0 from systemd; announce-push: libmosquitto1), procps for ps, mosquitto: a
-# real broker for the push listener's check, evemu-tools: a virtual USB keypad through /dev/uinput for the keys.
+# libespeak-ng1, libsqlite3-0, libsystemd0 from systemd; announce-push: libmosquitto1, libcurl4t64), procps for ps;
+# and for the steps only amd64 runs (arm64's maintainer scripts run emulated, so its root gets only what its steps
+# use): mosquitto, a real broker for the push listener's check; evemu-tools, a virtual USB keypad through
+# /dev/uinput for the keys; the third sound stack, PipeWire, WirePlumber 0.5 and pipewire-alsa (the ALSA pcm and
+# ctl plugins), started only by the PipeWire steps (the units are the project's examples).
 GUEST_PACKAGES=systemd-sysv,udev,dbus,kmod,alsa-utils,libasound2t64,libsndfile1,libsoxr0,libebur128-1
-GUEST_PACKAGES+=,libespeak-ng1,libsqlite3-0,libstdc++6,procps,libmosquitto1,mosquitto,evemu-tools
+GUEST_PACKAGES+=,libespeak-ng1,libsqlite3-0,libstdc++6,procps,libmosquitto1,libcurl4t64
+if [[ "$arch" == amd64 ]]; then
+    GUEST_PACKAGES+=,mosquitto,evemu-tools,pipewire,pipewire-bin,wireplumber,pipewire-alsa
+fi
 # Kernel modules: in the initramfs to reach the root disk; in the root for sound, the host share, and input devices
 # (evdev: /dev/input/event*; uinput: the virtual keypad).
 INITRAMFS_MODULES=(virtio_pci virtio_blk ext4)
@@ -109,6 +115,8 @@ printf '%s\n' "${ROOT_MODULES[@]}" > "$root/etc/modules-load.d/announce-vm.conf"
 printf 'options snd-aloop index=0\noptions snd-dummy index=1\n' > "$root/etc/modprobe.d/announce-vm.conf"
 echo announce-vm > "$root/etc/hostname"
 echo "/dev/vda / ext4 rw,noatime 0 0" > "$root/etc/fstab"
+# A persistent journal: the amd64 run's power cut keeps what of the boot before it had reached the disk.
+mkdir -p "$root/var/log/journal"
 : > "$root/etc/machine-id"
 # Unit links are made offline (systemctl --root): nothing of the guest's architecture needs to run for them.
 systemctl --root="$root" enable announce-vm-runner.service > /dev/null 2>&1

@@ -11,6 +11,10 @@ public struct AudioEngineStatus: Sendable, Equatable, Codable {
         case playing
         /// The device failed; retrying with backoff. The queue is kept.
         case recovering
+        /// The device cannot be opened: given up after `device_give_up` (the jobs waiting then failed with it), or
+        /// absent at start. Each new job tries it once and fails at once if it is still away; it is probed every
+        /// few seconds meanwhile.
+        case missing
     }
 
     public var sink: SinkStatus

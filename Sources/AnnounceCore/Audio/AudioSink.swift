@@ -55,6 +55,10 @@ public struct SinkStatus: Sendable, Equatable, Codable {
     public var format: String?
     public var periodFrames: Int?
     public var bufferFrames: Int?
+    /// The device mixes what is written into a ring other clients share (dmix): with another client holding the
+    /// card, a dead writer's samples still play. The player then writes a job's end at most
+    /// ``Player/Settings/endAheadMs`` ahead of the speaker.
+    public var sharedRing: Bool?
     /// Underruns recovered (the device ran dry and was restarted).
     public var xruns = 0
     /// Suspends recovered (system sleep, the device resumed or was re-prepared).
@@ -68,7 +72,7 @@ public struct SinkStatus: Sendable, Equatable, Codable {
         self.device = device
     }
 
-    /// `opens` is newer than the rest: a status from a daemon without it decodes, as 0.
+    /// `opens` and `sharedRing` are newer than the rest: a status from a daemon without them decodes (0, nil).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         device = try container.decode(String.self, forKey: .device)
@@ -78,6 +82,7 @@ public struct SinkStatus: Sendable, Equatable, Codable {
         format = try container.decodeIfPresent(String.self, forKey: .format)
         periodFrames = try container.decodeIfPresent(Int.self, forKey: .periodFrames)
         bufferFrames = try container.decodeIfPresent(Int.self, forKey: .bufferFrames)
+        sharedRing = try container.decodeIfPresent(Bool.self, forKey: .sharedRing)
         xruns = try container.decode(Int.self, forKey: .xruns)
         suspends = try container.decode(Int.self, forKey: .suspends)
         interruptions = try container.decode(Int.self, forKey: .interruptions)

@@ -8,8 +8,9 @@ public struct RecoverySettings: Sendable, Equatable, Codable {
     public var initialBackoffMs = 100
     /// Longest wait between two retries.
     public var maximumBackoffMs = 2_000
-    /// A job whose device has been failing this long is reported `failed` (`audio_device`) and the next job is
-    /// tried. Until then it is retried — replayed from its start — and every job behind it waits in the queue.
+    /// A job whose device has been failing this long is reported `failed` (`audio_device`), with every job
+    /// waiting behind it, and the device counts as missing: each later job tries it once, and fails at once if it
+    /// is still away. Until then it is retried — replayed from its start — and every job behind it waits.
     public var giveUpAfterMs = 30_000
 
     public init() {}
@@ -21,9 +22,10 @@ public struct RecoverySettings: Sendable, Equatable, Codable {
     }
 }
 
-/// The device failure state machine of the audio thread: `ready` ⇄ `recovering(n)`; each failure either asks
-/// for a retry after an exponential backoff or, once the job has been failing for `giveUpAfterMs`, gives up
-/// on that job (and only that job). A success after failures counts as one recovery. Pure: time is passed in.
+/// The device failure state machine of the audio thread: `ready` ⇄ `recovering(n)` → `missing`; each failure
+/// either asks for a retry after an exponential backoff or, once the job has been failing for `giveUpAfterMs`,
+/// gives up: the device is then missing, and every failure gives up at once until the device works again. A
+/// success after failures counts as one recovery. Pure: time is passed in.
 public struct DeviceRecovery: Sendable, Equatable {
     public enum Decision: Sendable, Equatable {
         /// Close the device, wait this long, reopen and replay the job from its start.
@@ -43,6 +45,8 @@ public struct DeviceRecovery: Sendable, Equatable {
     public private(set) var jobsGivenUp = 0
     /// When (monotonic ns) the current job first failed.
     private var jobFailingSince: UInt64?
+    /// Given up on: the device failed for `giveUpAfterMs`, and has not worked since.
+    public private(set) var isMissing = false
 
     public init(settings: RecoverySettings) {
         self.settings = settings
@@ -61,8 +65,9 @@ public struct DeviceRecovery: Sendable, Equatable {
         consecutiveFailures += 1
         let since = jobFailingSince ?? now
         jobFailingSince = since
-        if now - since >= UInt64(max(0, settings.giveUpAfterMs)) * 1_000_000 {
+        if isMissing || now - since >= UInt64(max(0, settings.giveUpAfterMs)) * 1_000_000 {
             jobsGivenUp += 1
+            isMissing = true
             return .giveUp
         }
         return .retry(afterMs: backoff(consecutiveFailures))
@@ -72,10 +77,16 @@ public struct DeviceRecovery: Sendable, Equatable {
     @discardableResult
     public mutating func succeeded() -> Bool {
         jobFailingSince = nil
+        isMissing = false
         guard consecutiveFailures > 0 else { return false }
         consecutiveFailures = 0
         recoveries += 1
         return true
+    }
+
+    /// Given up on `count` more jobs than the one `failed` gave up on (every job waiting fails with it).
+    public mutating func gaveUp(more count: Int) {
+        jobsGivenUp += max(0, count)
     }
 
     /// Backoff before retry number `failures` (1-based): initial × 2^(n−1), at most the maximum.

@@ -1,12 +1,15 @@
-/// The voice packs a daemon speaks with, one per language, all at one output rate, and a default.
-/// Load one with `VoicePackLoader.loadLibrary(directory:defaultLanguage:options:)` (AnnounceSound).
+/// The voice packs a daemon speaks with, one per language, all at one output rate, and a default; and the clips the
+/// fleet pushed (``corpus``), at the same rate.
+/// Load one with `VoicePackLoader.loadLibrary(directory:defaultLanguage:options:corpus:)` (AnnounceSound).
 public struct VoiceLibrary: Sendable {
     /// Every pack, the default one first.
     public let packs: [VoicePack]
+    /// The pushed clips, by corpus id (``Corpus/empty`` when there are none).
+    public let corpus: Corpus
 
     /// - Throws: `bad_voice_pack` when there is no pack, two packs share a language, or their rates differ
     ///   (one device plays them all, so the loader converts every pack to one rate).
-    public init(packs: [VoicePack], defaultLanguage: String? = nil) throws(AnnounceError) {
+    public init(packs: [VoicePack], defaultLanguage: String? = nil, corpus: Corpus = .empty) throws(AnnounceError) {
         guard !packs.isEmpty else { throw AnnounceError(.badVoicePack, "there is no voice pack") }
         var seen: Set<String> = []
         for pack in packs {
@@ -32,7 +35,16 @@ public struct VoiceLibrary: Sendable {
             ordered.insert(ordered.remove(at: index), at: 0)
         }
         self.packs = ordered
+        self.corpus = corpus
     }
+
+    private init(packs: [VoicePack], corpus: Corpus) {
+        self.packs = packs
+        self.corpus = corpus
+    }
+
+    /// The same packs with other pushed clips (a corpus reloaded on its own).
+    public func with(corpus: Corpus) -> VoiceLibrary { VoiceLibrary(packs: packs, corpus: corpus) }
 
     public var defaultPack: VoicePack { packs[0] }
     /// The output rate of every pack.

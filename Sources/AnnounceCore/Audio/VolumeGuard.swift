@@ -347,8 +347,15 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
             }
             let wasHeld = pending != nil
             let entry = MixerStateFile.Entry(element: address, purpose: .alert, original: original, applied: target)
-            // The original goes to disk first: if the daemon dies now, the next start puts it back.
-            if entry != pending { try stateFile?.record(entry) }
+            // The original goes to disk first: if the daemon dies now, the next start puts it back. A state folder
+            // that cannot be written (docs/deployment.md) does not keep the alert quiet: raised all the same.
+            if entry != pending {
+                do throws(AnnounceError) {
+                    try stateFile?.record(entry)
+                } catch {
+                    note(error, "cannot note the owner's volume on disk; raising it all the same (a crash now leaves it raised)")
+                }
+            }
             pending = entry
             try write(target, over: current)
             if !wasHeld {

@@ -1,4 +1,3 @@
-import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -31,7 +30,9 @@ import Synchronization
 /// - A cancel (flagged in the queue by another thread, then `wake()`) stops within a period; buffered audio is
 ///   dropped, and any other job whose end was still in the buffer is played again from its start.
 /// - A device failure closes the device and retries with backoff (`DeviceRecovery`), replaying from its start
-///   every job not yet heard; the queue is kept. A job is reported failed only after `giveUpAfterMs`.
+///   every job not yet heard; the queue is kept. After `giveUpAfterMs` the job in hand and every job waiting are
+///   reported failed together, and the device is `missing`: each later job tries it once and fails at once if it
+///   is still away, and it is probed every few seconds until it opens (also from the start, if it is away then).
 /// - `abort()` (a shutdown that ran out of time) stops at once and leaves the jobs in hand unfinished: not
 ///   heard, so not reported — the journal still has them, and the next start speaks them.
 public final class Player: @unchecked Sendable {
@@ -49,10 +50,21 @@ public final class Player: @unchecked Sendable {
         public var openAheadMs = 2000
         /// Retry and give-up times for a failing device.
         public var recovery = RecoverySettings()
+        /// Open the device once when the audio thread starts, so that one that is away is known `missing` from the
+        /// start (the daemon: `status` and the fleet must say so before a payment finds out).
+        public var probeAtStart = false
         /// CPU priority (nice value) the audio thread asks for, so that a busy CPU does not hold it up long
         /// enough for the buffer to run dry; nil: the process's own. Refused unless permitted (root,
         /// CAP_SYS_NICE, or RLIMIT_NICE — systemd `LimitNICE=`), which is logged and changes nothing else.
         public var threadNice: Int?
+        /// On a device whose ring other clients share (dmix, ``SinkStatus/sharedRing``), how far ahead of the speaker
+        /// a job's end may be written: from the point where the rest of a job fits the buffer until its end has
+        /// played, the ring is kept at most this full. A daemon killed with a job's end written and not yet played
+        /// leaves it to play on while another client (music) holds the card — heard whole, then spoken again after
+        /// the restart, since it was never recorded heard: this bounds that window (docs/protocol.md,
+        /// "Durability"). A device whose period is longer keeps a period and a third of this ahead (its position may
+        /// move a period at a time). Nil, or as long as the buffer: the whole buffer, as on every other device.
+        public var endAheadMs: Int? = 60
         public init() {}
     }
 
@@ -66,6 +78,8 @@ public final class Player: @unchecked Sendable {
         case deviceError(AnnounceError, job: UInt64, decision: DeviceRecovery.Decision)
         /// The device works again after `failures` failures.
         case deviceRecovered(failures: Int)
+        /// The device could not be opened at start: it counts as missing until it can.
+        case deviceMissing(AnnounceError)
     }
 
     private struct Shared {
@@ -101,9 +115,13 @@ public final class Player: @unchecked Sendable {
     private let aborted = Atomic<Bool>(false)
     /// Frames written plus device failures: grows while the audio thread makes progress (the watchdog's view).
     private let progressCounter = Atomic<UInt64>(0)
-    /// Signalled by `wake()` and `abort()`, to cut a backoff wait short.
-    private let wakeup = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    /// Where the audio thread's own waits end: a backoff cut short by `wake()` or `abort()` (`woken`, kept until the
+    /// wait takes it, so that a wake just before the wait is not lost), and `join()`'s wait for the thread's end.
+    private struct Signals {
+        var woken = false
+        var finished = false
+    }
+    private let signals = ConditionLock(Signals())
 
     // The audio thread's own state.
     /// Frames handed to the device since the player started (the stream position of what was written).
@@ -144,27 +162,16 @@ public final class Player: @unchecked Sendable {
     /// Starts the audio thread. It runs until the queue is closed and empty (and everything written was heard),
     /// or until `abort()`.
     public func start() {
-        SystemThread.detach { [self] in
-            Self.nameThread("announce-audio")
+        SystemThread.detach(name: "announce-audio") { [self] in
             raisePriority()
             run()
-            finished.signal()
+            signals.withLock { $0.finished = true }
+            signals.broadcast()
         }
     }
 
-    /// Names the calling thread for `top -H` and `ps -L`. Foundation's `Thread.name` does not reach the kernel on
-    /// Linux, so the audio thread would show the name of the thread that made it; `pthread_setname_np` and
-    /// `prctl` are not visible to Swift, and writing `/proc/thread-self/comm` is what they do. Best effort.
-    private static func nameThread(_ name: String) {
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-    }
-
     /// Waits for the audio thread to finish (after `queue.close()`/`closeNow()`, or `abort()`).
-    public func join() { finished.wait() }
+    public func join() { signals.withLock(when: \.finished) { _ in } }
 
     /// Replaces the voice pack for jobs rendered from now on.
     public func replacePack(_ newPack: VoicePack) { pack.withLock { $0 = newPack } }
@@ -174,7 +181,8 @@ public final class Player: @unchecked Sendable {
     public func wake() {
         cancelSignal.store(true, ordering: .releasing)
         sink.wake()
-        wakeup.signal()
+        signals.withLock { $0.woken = true }
+        signals.broadcast()
     }
 
     /// Stops at once (a shutdown out of time): buffered audio is dropped and the jobs in hand are left
@@ -182,7 +190,8 @@ public final class Player: @unchecked Sendable {
     public func abort() {
         aborted.store(true, ordering: .releasing)
         sink.wake()
-        wakeup.signal()
+        signals.withLock { $0.woken = true }
+        signals.broadcast()
     }
 
     /// The job being written, else the oldest one still playing out. Any thread.
@@ -251,6 +260,7 @@ public final class Player: @unchecked Sendable {
     private var isAborted: Bool { aborted.load(ordering: .acquiring) }
 
     private func run() {
+        probeAtStart()
         while !isAborted, let job = nextJob() {
             play(job)
         }
@@ -276,7 +286,7 @@ public final class Player: @unchecked Sendable {
         sink.close()
         ducker?.waitUntilIdle()
         shared.withLock {
-            $0.state = .idle
+            $0.state = $0.recovery.isMissing ? .missing : .idle
             $0.busy = false
             $0.playing = nil
         }
@@ -298,7 +308,10 @@ public final class Player: @unchecked Sendable {
         shared.withLock { $0.busy = false }
         var openedAhead: UInt64?
         while true {
-            switch queue.next(until: openedAhead) {
+            // A missing device is probed while nothing waits for it, so that `status` says when it is back.
+            let probeAt = isMissingNow ? Monotonic.nanos + UInt64(probeIntervalMs) * 1_000_000 : nil
+            let deadline = [openedAhead, probeAt].compactMap { $0 }.min()
+            switch queue.next(until: deadline) {
             case let .element(job):
                 return started(job)
             case .hinted:
@@ -306,12 +319,59 @@ public final class Player: @unchecked Sendable {
                 // set-up), so that its first sample follows the commit at once.
                 if openAhead() { openedAhead = Monotonic.nanos + UInt64(settings.openAheadMs) * 1_000_000 }
             case .timedOut:
-                if !settings.keepOpen { sink.close() }
-                openedAhead = nil
+                if let ahead = openedAhead, Monotonic.nanos >= ahead {
+                    if !settings.keepOpen { sink.close() }
+                    openedAhead = nil
+                }
+                if isMissingNow { probe() }
             case .closed:
                 return nil
             }
         }
+    }
+
+    /// How often a missing device is probed while nothing waits for it.
+    private var probeIntervalMs: Int { max(2_000, settings.recovery.maximumBackoffMs) }
+
+    /// Given up on: jobs fail at once until the device works again.
+    private var isMissing: Bool { shared.withLock { $0.recovery.isMissing } }
+
+    /// Said missing in `status` (given up on, or not found at start): probed while idle.
+    private var isMissingNow: Bool { shared.withLock { $0.state == .missing } }
+
+    /// Opens the device once at start, as the first job would: one that cannot be opened is missing from the start
+    /// (said once, at warning: it may appear later, a USB speaker plugged in, a sound server started). Only said:
+    /// the first job still gets `giveUpAfterMs` of retries (a sound server that starts after the daemon at boot).
+    private func probeAtStart() {
+        guard settings.probeAtStart else { return }
+        do {
+            try sink.open(sampleRate: pack.withLock { $0.sampleRate })
+            if !settings.keepOpen { sink.close() }
+        } catch {
+            shared.withLock {
+                $0.lastError = error
+                $0.state = .missing
+            }
+            onEvent(.deviceMissing(error))
+        }
+    }
+
+    /// Opens and closes a missing device: if it opens, it is back.
+    private func probe() {
+        do {
+            try sink.open(sampleRate: pack.withLock { $0.sampleRate })
+        } catch {
+            return
+        }
+        if !settings.keepOpen { sink.close() }
+        let failures = shared.withLock { shared -> Int in
+            let failures = shared.recovery.consecutiveFailures
+            shared.recovery.succeeded()
+            shared.state = settings.keepOpen ? .open : .idle
+            shared.retryAt = nil
+            return failures
+        }
+        onEvent(.deviceRecovered(failures: failures))
     }
 
     /// Opens the device for the job on its way, unless it is open; false if it is, or cannot be opened (the job
@@ -397,8 +457,10 @@ public final class Player: @unchecked Sendable {
                 unheard[index].result.firstSampleNanos = Monotonic.nanos - job.acceptedAt
             }
             onEvent(.started(id: job.id, attempt: attempt))
-            guard try writeTracked(samples[...]) else { return }
-            if let index = unheard.firstIndex(where: { $0.job.id == job.id }) { unheard[index].endFrame = written }
+            guard try writeTracked(samples[...], endsJob: true) else { return }
+            if let index = unheard.firstIndex(where: { $0.job.id == job.id }) {
+                unheard[index].endFrame = written
+            }
             streamHasSound = true
             silenceSinceSound = 0
             deviceWorked()
@@ -410,20 +472,66 @@ public final class Player: @unchecked Sendable {
     /// Writes samples a period at a time, confirming the jobs whose end the device has played after each period
     /// and as soon as the oldest unheard job's end is played (the sink's `mark`), whatever the period's length. Returns false when an abort, or a cancel that dropped the buffer, stopped it: the job being
     /// written has then ended (cancelled) or gone back for a replay.
-    private func writeTracked(_ samples: ArraySlice<Int16>) throws(AnnounceError) -> Bool {
-        let chunk = max(64, sink.status.periodFrames ?? 160)
+    ///
+    /// On a shared ring (``Settings/endAheadMs``) a job's end is written at most that far ahead of the speaker: the
+    /// part of `samples` that ends a job (`endsJob`) once the rest fits the buffer, and anything written while an
+    /// earlier job's end is still in the ring, go in small steps, each once the ring has played down to make room.
+    private func writeTracked(_ samples: ArraySlice<Int16>, endsJob: Bool = false) throws(AnnounceError) -> Bool {
+        let status = sink.status
+        let chunk = max(64, status.periodFrames ?? 160)
         let stop = { self.isAborted || self.cancelSignal.load(ordering: .acquiring) }
+        let ahead = endAheadFrames(status)
+        let shallowFrom = endsJob ? samples.endIndex - min(samples.count, status.bufferFrames ?? 0) : samples.endIndex
         var offset = samples.startIndex
         while offset < samples.endIndex {
             if isAborted { return false }
             if cancelSignal.load(ordering: .acquiring) && handleCancels() { return false }
+            var size = chunk
+            if let ahead, offset >= shallowFrom || nextEndMark() != nil {
+                let pending = try sink.pendingFrames()
+                confirm(pending: pending)
+                if offset < shallowFrom && nextEndMark() == nil {
+                    continue  // the end in the ring was just played: the whole buffer again
+                }
+                if pending > ahead.low {
+                    guard try waitUntilPending(atMost: ahead.low) else { return false }
+                    continue
+                }
+                size = min(chunk, ahead.low + ahead.step - pending)
+            }
             let count = try sink.write(
-                samples[offset..<min(offset + chunk, samples.endIndex)], stop: stop, mark: nextEndMark)
+                samples[offset..<min(offset + size, samples.endIndex)], stop: stop, mark: nextEndMark)
             written += UInt64(count)
             progressCounter.add(UInt64(count), ordering: .relaxed)
             offset += count
             confirm(pending: try sink.pendingFrames())
         }
+        return true
+    }
+
+    /// On a shared ring, how a job's end is written (``Settings/endAheadMs``): in steps of a third of it, each once
+    /// the device holds at most `low` frames — the rest of it, but never less than a period, the steps a card's
+    /// position may move in (the shipped dmix's are 64 ms): so at most `low + step` ahead. Nil elsewhere, and when
+    /// that is no shorter than the buffer.
+    private func endAheadFrames(_ status: SinkStatus) -> (low: Int, step: Int)? {
+        guard status.sharedRing == true, let milliseconds = settings.endAheadMs, let rate = status.sampleRate,
+            let buffer = status.bufferFrames
+        else { return nil }
+        let frames = max(3, milliseconds * rate / 1000)
+        let step = frames / 3
+        let low = max(frames - step, status.periodFrames ?? 0)
+        return low + step < buffer ? (low, step) : nil
+    }
+
+    /// Waits until the device holds at most `target` frames, confirming jobs heard on the way. False when an abort,
+    /// or a cancel that dropped the buffer, ended the wait.
+    private func waitUntilPending(atMost target: Int) throws(AnnounceError) -> Bool {
+        _ = try sink.waitUntilPlayed(mark: { max(self.nextEndMark() ?? 0, target) }) { pending in
+            self.confirm(pending: pending)
+            return pending <= target || self.isAborted || self.cancelSignal.load(ordering: .acquiring)
+        }
+        if isAborted { return false }
+        if cancelSignal.load(ordering: .acquiring) && handleCancels() { return false }
         return true
     }
 
@@ -526,7 +634,7 @@ public final class Player: @unchecked Sendable {
             setState(.open)
         } else {
             sink.close()
-            setState(.idle)
+            setState(isMissing ? .missing : .idle)
         }
         streamFresh = true
         streamHasSound = false
@@ -552,8 +660,9 @@ public final class Player: @unchecked Sendable {
         unheard = []
         if !again.contains(where: { $0.id == job.id }) { again.append(job) }
         replay = again + replay.filter { waiting in !again.contains { $0.id == waiting.id } }
-        let decision = shared.withLock { shared in
+        let (decision, wasMissing) = shared.withLock { shared in
             let now = Monotonic.nanos
+            let wasMissing = shared.recovery.isMissing
             let decision = shared.recovery.failed(at: now)
             shared.lastError = error
             shared.playing = nil
@@ -563,21 +672,34 @@ public final class Player: @unchecked Sendable {
                 shared.retryAt = now + UInt64(afterMs) * 1_000_000
             case .giveUp:
                 shared.retryAt = nil
-                shared.state = .idle
+                shared.state = .missing
             }
-            return decision
+            return (decision, wasMissing)
         }
         progressCounter.add(1, ordering: .relaxed)
         onEvent(.deviceError(error, job: replay[0].id, decision: decision))
         switch decision {
         case .giveUp:
-            let failed = replay.removeFirst()
-            shared.withLock { $0.recovery.jobStarted() }
-            finish(
-                failed,
-                JobResult(id: failed.id, state: .failed, error: error, finishedNanos: Monotonic.nanos - failed.acceptedAt))
+            // Every job in hand and every job waiting fails now, together: the service hears of each at once (a
+            // receipt) instead of one every `giveUpAfterMs`. Later jobs try the device once each.
+            let failed = replay + queue.remove { _ in true }
+            replay = []
+            shared.withLock {
+                $0.recovery.jobStarted()
+                $0.recovery.gaveUp(more: failed.count - 1)
+            }
+            let missing = AnnounceError(
+                .audioDevice, "the audio device is missing (\(error.message))", cause: error.cause)
+            for (index, job) in failed.enumerated() {
+                finish(
+                    job,
+                    JobResult(
+                        id: job.id, state: .failed, error: index == 0 && !wasMissing ? error : missing,
+                        finishedNanos: Monotonic.nanos - job.acceptedAt))
+            }
         case let .retry(afterMs):
-            _ = wakeup.wait(timeout: .now() + .milliseconds(afterMs))
+            let deadline = Monotonic.nanos + UInt64(max(0, afterMs)) * 1_000_000
+            signals.withLock(when: \.woken, until: deadline) { $0.woken = false }
             _ = handleCancels()
         }
     }

@@ -53,7 +53,8 @@ extension Request {
     /// What the operation needs: `control` to make the speaker speak or change it, `read` to look.
     public func requiredAccess() throws(AnnounceError) -> Access {
         switch try operation() {
-        case .say, .prompt, .text: .submit
+        // Loading the pushed clips the push listener installed: what may speak (the listener's role) may ask.
+        case .say, .prompt, .text, .corpus: .submit
         case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
         // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.

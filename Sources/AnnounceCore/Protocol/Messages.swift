@@ -16,7 +16,7 @@ public enum ProtocolVersion {
 
 /// The operations of the protocol.
 public enum Operation: String, Sendable, CaseIterable, Codable {
-    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today, subscribe
+    case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today, subscribe, corpus
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -201,6 +201,10 @@ public struct JobInfo: Codable, Sendable, Equatable {
     /// Times its playback began, when more than zero (2 or more: played again from its start after its first
     /// playing was cut off — a device failure, or a daemon that stopped before its end was heard).
     public var attempts: Int?
+    /// False on a job accepted while the daemon keeps its journal in memory (its state folder cannot be used,
+    /// `status.journal.problem` says why): spoken as ever, but lost if the daemon stops before the journal is back
+    /// on disk. Absent: on disk.
+    public var durable: Bool?
 
     public init(
         id: UInt64, state: JobState, priority: JobPriority? = nil, text: String? = nil, tokens: [String]? = nil,
@@ -252,6 +256,8 @@ public struct Response: Codable, Sendable, Equatable {
     public var metrics: String?
     /// `today`: the day's payments and refunds heard.
     public var summary: DaySummary?
+    /// `corpus`: the pushed clips loaded now.
+    public var corpus: DaemonStatus.Corpus?
     public var error: ErrorInfo?
     /// `subscribe`: what this line reports, a ``SubscriptionEvent`` name (text, so that an older client reads a
     /// newer daemon's events).
@@ -260,7 +266,7 @@ public struct Response: Codable, Sendable, Equatable {
     public init(
         id: String?, ok: Bool, done: Bool = true, v: Int? = nil, job: JobInfo? = nil, jobs: [JobInfo]? = nil,
         status: DaemonStatus? = nil, volume: AudioStatus? = nil, metrics: String? = nil, error: ErrorInfo? = nil,
-        summary: DaySummary? = nil, event: String? = nil
+        summary: DaySummary? = nil, event: String? = nil, corpus: DaemonStatus.Corpus? = nil
     ) {
         self.id = id
         self.ok = ok
@@ -274,6 +280,7 @@ public struct Response: Codable, Sendable, Equatable {
         self.error = error
         self.summary = summary
         self.event = event
+        self.corpus = corpus
     }
 
     public static func failure(id: String?, _ error: AnnounceError, job: JobInfo? = nil) -> Response {

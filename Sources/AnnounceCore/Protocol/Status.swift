@@ -55,6 +55,11 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         /// The journal was found damaged at start: where the damaged file was moved (this run began with an empty
         /// journal). Absent when it was sound.
         public var recoveredFromCorruption: String?
+        /// False while the journal is kept in memory because the state folder or the journal file cannot be used
+        /// (`problem` says why): payments are spoken, but what is accepted meanwhile is lost if the daemon stops
+        /// before the journal is back on disk. Absent: on disk.
+        public var durable: Bool?
+        public var problem: ErrorInfo?
 
         public init(
             path: String, recoveredAtStart: Int, interruptedAtStart: Int, dedupOrders: Int,
@@ -113,6 +118,36 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
+    /// The clips the fleet pushed (docs/voice-packs.md, "Pushed clips"): the version loaded and each clip; also the
+    /// reply of `corpus`, which loads the version the folder holds now.
+    public struct Corpus: Codable, Sendable, Equatable {
+        public struct Clip: Codable, Sendable, Equatable {
+            public var id: String
+            /// Its length as prepared (trimmed), milliseconds.
+            public var ms: Int
+
+            public init(id: String, ms: Int) {
+                self.id = id
+                self.ms = ms
+            }
+        }
+
+        /// The folder of pushed clips.
+        public var directory: String
+        /// The version loaded (0: none).
+        public var version: UInt64
+        public var clips: [Clip]
+        /// Why the version in the folder could not be loaded (then `version` and `clips` are what is loaded still).
+        public var error: ErrorInfo?
+
+        public init(directory: String, version: UInt64, clips: [Clip], error: ErrorInfo? = nil) {
+            self.directory = directory
+            self.version = version
+            self.clips = clips
+            self.error = error
+        }
+    }
+
     /// `running`, or `stopping` once SIGTERM arrived.
     public var state: String
     public var v: Int
@@ -134,6 +169,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var metrics: Metrics?
     /// The payment heard last (its last sample left the device and its `spoken` is on disk), across restarts.
     public var lastHeard: JobInfo?
+    /// The pushed clips (absent: the daemon loads none, `corpus = ""`).
+    public var corpus: Corpus?
 
     public init(
         state: String, v: Int, pid: Int32, uptimeSeconds: Double, socket: String, clients: Int, queue: Queue,

@@ -2,14 +2,16 @@
 import Glibc
 #endif
 
-/// A value behind a pthread mutex with one condition variable: the blocking consumer side of ``JobQueue``.
-/// pthread, not Foundation's NSCondition: no Foundation in the core, and ThreadSanitizer understands it.
-final class ConditionLock<Value>: @unchecked Sendable {
+/// A value behind a pthread mutex with one condition variable: where a thread of the daemon's own waits for work —
+/// the audio thread for its next job (``JobQueue``), the job executor for its next task (AnnounceServer's
+/// `JobExecutor`). pthread, not Foundation's NSCondition: no Foundation in the core, and ThreadSanitizer
+/// understands it.
+public final class ConditionLock<Value>: @unchecked Sendable {  // the value is only reached under the mutex
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var value: Value
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         pthread_mutex_init(mutex, nil)
         // Timed waits against the monotonic clock: a wall-clock step must not stretch or cut a wait.
@@ -28,7 +30,7 @@ final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` under the lock.
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
@@ -37,7 +39,7 @@ final class ConditionLock<Value>: @unchecked Sendable {
     /// Runs `body` under the lock once `ready` holds, waiting (the lock released) until a `signal`/`broadcast`
     /// makes it true, or until `deadline` (monotonic nanoseconds, ``Monotonic/nanos``) passes: then `body` gets
     /// the value anyway and must check `ready` itself.
-    func withLock<Result>(
+    public func withLock<Result>(
         when ready: (Value) -> Bool, until deadline: UInt64? = nil, _ body: (inout Value) throws -> Result
     ) rethrows -> Result {
         pthread_mutex_lock(mutex)
@@ -59,8 +61,8 @@ final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Wakes one waiter (call with or without the lock held).
-    func signal() { pthread_cond_signal(condition) }
+    public func signal() { pthread_cond_signal(condition) }
 
     /// Wakes every waiter.
-    func broadcast() { pthread_cond_broadcast(condition) }
+    public func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -16,12 +16,20 @@ public enum DurableFile {
         public let call: String
         public let path: String
         public let reason: String
+        /// The C library's error number (ENOSPC: the disk is full).
+        public let code: Int32
         public var description: String { "\(call) \(path): \(reason)" }
 
         init(_ call: String, _ path: String, errno code: Int32 = errno) {
             self.call = call
             self.path = path
+            self.code = code
             self.reason = String(cString: strerror(code))
+        }
+
+        /// The failure of a call made elsewhere (its `errno` still the call's).
+        public init(call: String, path: String, errno code: Int32 = errno) {
+            self.init(call, path, errno: code)
         }
     }
 

@@ -26,14 +26,25 @@ public enum EventKind: String, Sendable, CaseIterable {
     case volumeLeft = "volume-left"
     case deviceFailed = "device-failed"
     case deviceRecovered = "device-recovered"
+    /// The device was given up on: every job waiting failed with it; jobs fail at once until it is back.
+    case deviceMissing = "device-missing"
     // The journal (SQLite).
     case journalDamaged = "journal-damaged"
     case journalUnwritable = "journal-unwritable"
+    /// The state folder or the journal file cannot be used: the journal is kept in memory.
+    case journalInMemory = "journal-in-memory"
+    /// Back on disk after being kept in memory.
+    case journalOnDisk = "journal-on-disk"
     // The push listener.
     case pushForwarded = "push-forwarded"
     case pushRefused = "push-refused"
     case brokerConnected = "broker-connected"
     case brokerLost = "broker-lost"
+    /// The system clock is not synchronised: payments it calls stale or future are held, or (after
+    /// `security.clock_wait`) judged by it all the same.
+    case clockUnsynchronized = "clock-unsynchronized"
+    /// Another client uses the listener's MQTT client id (a cloned image).
+    case identityConflict = "identity-conflict"
     // Either program.
     case metricsUnavailable = "metrics-unavailable"
 
@@ -56,12 +67,17 @@ public enum EventKind: String, Sendable, CaseIterable {
         case .volumeLeft: "075c8003388e4ed1a110c1fff9fee114"
         case .deviceFailed: "457cc7780aa9438da7e119518d42ce43"
         case .deviceRecovered: "26b4014c13d04f8da072fc9513819088"
+        case .deviceMissing: "0414c1a246e54e3c8f2013332a4b2a41"
         case .journalDamaged: "b855a9cba2064d48aa7e69977dff050f"
         case .journalUnwritable: "d57e7062a5204e7abfe2ca97b77a937b"
+        case .journalInMemory: "1c1701d2caa34d7181dcba2d7e2a051f"
+        case .journalOnDisk: "d85ce03c77f84cdead51fe15df27d972"
         case .pushForwarded: "7d280f349e024e01bf289024bec4b661"
         case .pushRefused: "ba6e94aa6b6d4d839c2faea90da91fd1"
         case .brokerConnected: "82e0450e90a84f37a6f1c348e499dc44"
         case .brokerLost: "ec2a725945de4342ad50c6d3c27fa314"
+        case .clockUnsynchronized: "50202b08d3c9478caf14cff3d313c484"
+        case .identityConflict: "8146236296ab42aa859adf13d8ef7ccf"
         case .metricsUnavailable: "7f45611b96e0499e9364d2816311d6c4"
         }
     }

@@ -20,7 +20,9 @@ enum {
     ANNOUNCE_LAZY_SYSTEMD = 5,
     ANNOUNCE_LAZY_MOSQUITTO = 6,
     ANNOUNCE_LAZY_SQLITE = 7,
-    ANNOUNCE_LAZY_LIBRARIES = 8,
+    ANNOUNCE_LAZY_CURL = 8,
+    ANNOUNCE_LAZY_CRYPTO = 9,
+    ANNOUNCE_LAZY_LIBRARIES = 10,
 };
 
 /* The file name (soname) of `library`, or NULL. */

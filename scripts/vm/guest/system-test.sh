@@ -18,13 +18,29 @@ ARCH=$(dpkg --print-architecture)
 # The packages scripts/vm/run.sh built for this guest: current/ and, for the upgrade, upgrade/.
 PACKAGES="$SRC/$(cat "$OUT/packages")"
 if [[ "$ARCH" == amd64 ]]; then
+    # power_cut ends the first boot (the host pulls the power); the host boots the same disk again and the steps
+    # after it run there.
     STEPS=(install activation confinement access push reload volume_threshold duck keys today watchdog kill_mid_alert
-        stop_and_reactivate observability upgrade purge)
+        kill_at_tail kill_at_tail_shared clock_jump stop_and_reactivate observability
+        pipewire pipewire_volume pipewire_duck pipewire_recovery pipewire_stop
+        power_cut power_cut_after upgrade purge)
 else
     # An emulated arm64 core is slow: the packages' own steps, and the sound and the volume through them.
     STEPS=(install activation volume_threshold upgrade purge)
 fi
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+# ANNOUNCE_VM_STEPS on the host (scripts/vm/run.sh): only those steps.
+[[ ! -f "$OUT/steps" ]] || read -ra STEPS < "$OUT/steps"
+# The boot after the power cut (scripts/vm/run.sh wrote out/power-cut): the steps after power_cut.
+if [[ -e "$OUT/power-cut" ]]; then
+    for index in "${!STEPS[@]}"; do
+        if [[ "${STEPS[$index]}" == power_cut ]]; then
+            STEPS=("${STEPS[@]:$((index + 1))}")
+            break
+        fi
+    done
+    echo "== the boot after the power cut ($(cat "$OUT/power-cut")): ${STEPS[*]}"
+fi
 
 step=""
 begin() {
@@ -555,6 +571,131 @@ step_kill_mid_alert() {
     render queued_2 3.00
 }
 
+# journal_cursor: where the daemon's journal ends now; what comes after it is new.
+journal_cursor() { journalctl -u announced.service -n 1 --show-cursor --no-pager -o cat | sed -n 's/^-- cursor: //p'; }
+# logged_since CURSOR TEXT: lines of the daemon's journal after CURSOR containing TEXT.
+logged_since() { journalctl -u announced.service --after-cursor="$1" --no-pager -o cat | grep -c -- "$2"; }
+# pause SECONDS: sleeps without a fork (bash's read on a pipe nothing writes to), for the timed kill and cut.
+pause() { read -r -t "$1" -u "$sleeper"; }
+exec {sleeper}<> <(:)
+# now_us: sets $now to this moment in microseconds (bash's own clock: no fork, no subshell).
+now_us() { local t=$EPOCHREALTIME; now=${t/./}; }
+# pause_until MICROSECONDS: sleeps until that moment (at once if it is past).
+pause_until() {
+    local left seconds
+    now_us
+    left=$(($1 - now))
+    ((left > 0)) || return 0
+    printf -v seconds '%d.%06d' $((left / 1000000)) $((left % 1000000))
+    pause "$seconds"
+}
+# job_id FILE: the job id in announce-ctl say's answer ("job 12 queued …").
+job_id() { sed -n 's/^job \([0-9]*\) .*/\1/p' "$1" | head -n 1; }
+
+step_kill_at_tail() {
+    # dmix stops the card with its last client: a daemon killed (SIGKILL) while a payment's tail — its last sample
+    # already written — is in dmix's ring is not heard to its end, so it must not count as heard; the restarted
+    # daemon speaks it again from its start (docs/protocol.md, "Durability"). The kill lands in the tail, 128 ms
+    # before the announcement's end, timed from the moment the card starts (dmix's buffer is 256 ms, and the daemon
+    # writes ahead as far as the buffer allows: the last sample is in the ring from about 192 ms before the end).
+    local pid cursor frames end state=""
+    render expected 100.00
+    frames=$((($(stat -c %s "$FACTS/$step/expected.wav") - 44) / 2))
+    wait_until 30 settled || echo "   not settled"
+    closed() { ! substream_running pcm0p; }
+    wait_until 10 closed || echo "   the card is still running"
+    pid=$(main_pid)
+    fact pid_before "$pid"
+    fact restarts_before "$(restarts)"
+    capture_start heard
+    cursor=$(journal_cursor)
+    announce-ctl say --order VM-TAIL-1 100.00 > "$FACTS/$step/say" 2>&1 &
+    local say=$!
+    # The card's start, read without a fork (the status file's first line).
+    until [[ "$state" == "state: RUNNING" ]]; do
+        read -r state < /proc/asound/Loopback/pcm0p/sub0/status
+        pause 0.001
+    done
+    now_us
+    # The announcement ends after the 50 ms lead-in and its own frames; the kill 128 ms before that.
+    end=$((now + 50000 + frames * 1000000 / 16000))
+    pause_until $((end - 128000))
+    ((pid > 0)) && kill -9 "$pid"
+    now_us
+    fact killed_before_end_ms $(((end - now) / 1000))
+    wait "$say"
+    wait_until 60 active_with_new_pid "$pid" || echo "   no restart within 60 s"
+    fact pid_after "$(main_pid)"
+    fact restarts_after "$(restarts)"
+    wait_until 60 settled || echo "   not settled within 60 s"
+    capture_stop
+    record history announce-ctl history --json -n 5
+    journalctl -u announced.service --after-cursor="$cursor" --no-pager -o short-monotonic > "$FACTS/$step/journal"
+}
+
+step_kill_at_tail_shared() {
+    # As kill_at_tail, with another client holding the card: a player on the music PCM (playing silence, so that
+    # the capture holds the payment only), which keeps dmix's ring playing after the daemon dies. On such a ring the
+    # daemon writes a job's end at most audio.end_ahead_ms ahead of the speaker — a period and a third of it with the
+    # shipped dmix's 64 ms periods: 85 ms (docs/protocol.md, "Durability"). Killed 170 ms before the end (timed from
+    # the accepted reply: the running card plays the first sample as soon as it is written), the end was not written
+    # yet: the payment is heard cut short, then whole once. With the whole 256 ms buffer written ahead, the end would
+    # be in the ring, the ring would play on, and the payment would be heard whole twice.
+    local pid frames end player
+    render expected 100.00
+    frames=$((($(stat -c %s "$FACTS/$step/expected.wav") - 44) / 2))
+    wait_until 30 settled || echo "   not settled"
+    setpriv --reuid=nobody --regid=audio --clear-groups \
+        aplay -q -D music -t raw -f S16_LE -r 16000 -c 1 /dev/zero 2> "$FACTS/$step/player.log" &
+    player=$!
+    running() { substream_running pcm0p; }
+    wait_until 10 running || echo "   the player did not start the card"
+    pid=$(main_pid)
+    fact pid_before "$pid"
+    fact restarts_before "$(restarts)"
+    capture_start heard
+    record say announce-ctl say --order VM-TAIL-2 100.00
+    now_us
+    end=$((now + 50000 + frames * 1000000 / 16000))
+    pause_until $((end - 170000))
+    ((pid > 0)) && kill -9 "$pid"
+    now_us
+    fact killed_before_end_ms $(((end - now) / 1000))
+    wait_until 60 active_with_new_pid "$pid" || echo "   no restart within 60 s"
+    fact pid_after "$(main_pid)"
+    fact restarts_after "$(restarts)"
+    wait_until 60 settled || echo "   not settled within 60 s"
+    record status announce-ctl status --json
+    capture_stop
+    kill "$player" 2> /dev/null
+    wait "$player" 2> /dev/null
+    record history announce-ctl history --json -n 5
+}
+
+step_clock_jump() {
+    # The wall clock set two days ahead, then three days back, as NTP sets a terminal without a battery-backed
+    # clock: an order id stays remembered (its age counts on the boot clock), across restarts of the daemon, and
+    # nothing is purged (docs/protocol.md, "Time"). The clock is put back at the end.
+    local cursor
+    cursor=$(journal_cursor)
+    record say announce-ctl say --wait --order VM-CLOCK-1 1.00
+    fact date_before "$(date -u +%FT%TZ)"
+    record forward date -s "+2 days"
+    record say_forward announce-ctl say --order VM-CLOCK-1 1.00
+    record restart_forward systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+    record say_forward_restarted announce-ctl say --order VM-CLOCK-1 1.00
+    record history_forward announce-ctl history --json -n 10
+    record back date -s "-3 days"
+    record restart_back systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+    record say_back_restarted announce-ctl say --order VM-CLOCK-1 1.00
+    record history_back announce-ctl history --json -n 10
+    fact purged "$(logged_since "$cursor" "journal purged")"
+    record put_back date -s "+1 day"
+    fact date_after "$(date -u +%FT%TZ)"
+}
+
 step_stop_and_reactivate() {
     # systemctl stop: STOPPING, clean exit; the socket stays and the next client starts the daemon again.
     record stop systemctl stop announced.service
@@ -606,6 +747,282 @@ step_observability() {
     cp "$FACTS/$step/announced.toml.before" /etc/announce/announced.toml
     systemctl daemon-reload
     systemctl restart announced.service
+}
+
+# The PipeWire steps: the third sound stack, as a terminal with PipeWire runs it (docs/audio.md, "PipeWire"; the
+# package's examples/pipewire/). One phase: pipewire starts the system-wide PipeWire and WirePlumber and moves the
+# daemon onto them, pipewire_stop puts the daemon back on dmix and stops them. PipeWire holds hw:0,0,0 meanwhile.
+PW_EXAMPLES=/usr/share/doc/announce/examples/pipewire
+# PipeWire and WirePlumber are up: the speaker is the default sink, both role loopbacks are there.
+pw_ready() {
+    local nodes
+    nodes=$(pw-cli ls Node 2> /dev/null) || return 1
+    [[ "$nodes" == *loopback.sink.role.announcement* && "$nodes" == *loopback.sink.role.multimedia* ]] &&
+        [[ "$(pw-metadata 0 default.audio.sink 2> /dev/null)" == *'"speaker"'* ]]
+}
+# pw_device DEVICE: announced.toml's [audio] for PipeWire, as examples/pipewire/announced-pipewire.conf says, playing
+# on DEVICE; the daemon restarted (the device is read at start).
+pw_device() {
+    sed -i -e "s|^device = .*|device = \"$1\"|" -e 's|^mixer = .*|mixer = "pipewire/Master"|' \
+        -e 's|^duck_controls = .*|duck_controls = []|' -e 's|^duck_db = .*|duck_db = 0|' /etc/announce/announced.toml
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+}
+# pw_master NAME: the pipewire ALSA ctl's Master (the default sink's volume and mute), as amixer shows it.
+pw_master() { record "$1" amixer -D pipewire sget Master; }
+
+step_pipewire() {
+    # Installed as examples/pipewire/ says: the system-wide units and their user, WirePlumber's role policy, the
+    # daemon's drop-in and [audio]. The VM adds its speaker node (scripts/vm/guest/pipewire-vm.conf: snd-aloop's
+    # hw:0,0,0 at 16 kHz) and turns WirePlumber's ALSA monitor off (wireplumber-vm.conf). Then 100.00, heard whole.
+    export PIPEWIRE_RUNTIME_DIR=/run/pipewire
+    cp /etc/announce/announced.toml "$FACTS/$step/announced.toml.before"
+    record examples ls "$PW_EXAMPLES"
+    record versions dpkg-query -W -f '${Package} ${Version}\n' pipewire wireplumber pipewire-alsa
+    install -m 0644 "$PW_EXAMPLES/pipewire.socket" "$PW_EXAMPLES/pipewire.service" "$PW_EXAMPLES/wireplumber.service" \
+        /etc/systemd/system/
+    install -D -m 0644 "$PW_EXAMPLES/pipewire.sysusers" /etc/sysusers.d/pipewire-system.conf
+    record sysusers systemd-sysusers
+    record pipewire_id id pipewire
+    install -D -m 0644 "$PW_EXAMPLES/wireplumber-announce.conf" /etc/wireplumber/wireplumber.conf.d/50-announce.conf
+    install -D -m 0644 "$PW_EXAMPLES/announced-pipewire.conf" /etc/systemd/system/announced.service.d/pipewire.conf
+    install -D -m 0644 "$SRC/scripts/vm/guest/pipewire-vm.conf" /etc/pipewire/pipewire.conf.d/60-announce-vm.conf
+    install -D -m 0644 "$SRC/scripts/vm/guest/wireplumber-vm.conf" \
+        /etc/wireplumber/wireplumber.conf.d/90-announce-vm.conf
+    record verify systemd-analyze verify pipewire.socket pipewire.service wireplumber.service
+    record enable systemctl enable --now pipewire.socket pipewire.service wireplumber.service
+    if wait_until 60 pw_ready; then fact ready yes; else fact ready no; fi
+    fact ready_at "$SECONDS"
+    record nodes pw-cli ls Node
+    record credentials ps -o user=,group=,supgrp=,comm= -C pipewire,wireplumber
+    pw_device "pipewire:ROLE=Announcement"
+    record config grep -E '^(device|mixer|duck_controls|duck_db) ' /etc/announce/announced.toml
+    fact daemon_groups "$(ps -o supgrp= -p "$(main_pid)" | xargs)"
+    record owner_volume amixer -D pipewire sset Master 100% unmute
+    capture_start heard
+    record say announce-ctl say --wait 100.00
+    capture_stop
+    render expected 100.00
+    record status announce-ctl status --json
+}
+
+step_pipewire_volume() {
+    # The owner's volume below the threshold, through the pipewire ALSA ctl (mixer = "pipewire/Master"): raised for
+    # the alert, put back exactly. Muted: respected (mute_policy = "respect"), then overridden ("override", a
+    # restart): played and muted again after.
+    record owner_volume amixer -D pipewire sset Master 20% unmute
+    pw_master master_before
+    # The owner's change reaches PipeWire's clients as an event (the ctl's thread, two round trips): seen by the
+    # daemon's own status before the payment comes, as it would be long before one in a shop.
+    seen() { [[ "$(announce-ctl status --json 2> /dev/null)" == *'"volume":20,'* ]]; }
+    wait_until 20 seen || echo "   the daemon does not see the owner's volume"
+    record volume_seen announce-ctl volume
+    capture_start heard
+    record say announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    sleep 1
+    pw_master master_during
+    record status_during announce-ctl status --json
+    wait_until 30 settled || echo "   not settled"
+    pw_master master_after
+    capture_stop
+    render expected 98765.43
+    record mute amixer -D pipewire sset Master mute
+    record say_muted announce-ctl say --wait 1.00
+    pw_master master_muted
+    sed -i 's/^mute_policy = .*/mute_policy = "override"/' /etc/announce/announced.toml
+    record restart_override systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+    capture_start override
+    record say_override announce-ctl say --wait 1.00
+    wait_until 30 settled || echo "   not settled"
+    capture_stop
+    render override 1.00
+    pw_master master_after_override
+    sed -i 's/^mute_policy = .*/mute_policy = "respect"/' /etc/announce/announced.toml
+    record owner_volume_back amixer -D pipewire sset Master 100% unmute
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+}
+
+step_pipewire_duck() {
+    # Music on a Music-role stream (pw-play, as a player in the shop's session: another user, group pipewire) while
+    # announced speaks with its role: WirePlumber's role policy (examples/pipewire/wireplumber-announce.conf) lowers
+    # it while the announcement's stream plays and brings it back after — the daemon touches no control. Then the
+    # daemon with no role (device "pipewire": mix): the music stays as it is.
+    setpriv --reuid=nobody --regid=pipewire --clear-groups pw-play --media-role=Music "$OUT/music.wav" \
+        > "$FACTS/$step/music.log" 2>&1 &
+    local music=$!
+    capture_start heard
+    sleep 2  # music alone before the announcement: the input
+    record say announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    sleep 1
+    record graph_during pw-dump
+    wait_until 30 settled || echo "   not settled"
+    sleep 2  # music alone after it
+    capture_stop
+    pw_device pipewire
+    capture_start heard_mix
+    sleep 2
+    record say_mix announce-ctl say 98765.43
+    wait_until 20 playing || echo "   not playing"
+    sleep 1
+    record graph_mix pw-dump
+    wait_until 30 settled || echo "   not settled"
+    sleep 2
+    capture_stop
+    kill "$music" 2> /dev/null
+    wait "$music" 2> /dev/null
+    render expected 98765.43
+}
+
+step_pipewire_recovery() {
+    # The sound server restarted mid-announcement (systemctl restart pipewire; WirePlumber goes and comes with it),
+    # two payments queued behind: as on the other stacks, every job not heard yet is played again from its start.
+    local cursor
+    cursor=$(journal_cursor)
+    capture_start heard
+    record say_first announce-ctl say 12345.67
+    record say_queued_1 announce-ctl say 2.00
+    record say_queued_2 announce-ctl say 3.00
+    if wait_until 20 playing; then fact playing_when_restarted yes; else fact playing_when_restarted no; fi
+    sleep 0.7  # well into the 4.5 s announcement
+    fact pipewire_pid_before "$(systemctl show -p MainPID --value pipewire.service)"
+    record restart systemctl restart pipewire.service
+    fact pipewire_pid_after "$(systemctl show -p MainPID --value pipewire.service)"
+    wait_until 60 pw_ready || echo "   PipeWire not back"
+    fact wireplumber "$(systemctl is-active wireplumber.service)"
+    wait_until 90 settled || echo "   not settled"
+    capture_stop
+    record status_after announce-ctl status --json
+    record history announce-ctl history --json -n 3
+    fact failed_logged "$(logged_since "$cursor" "audio device failed")"
+    fact works_logged "$(logged_since "$cursor" "audio device works again")"
+    render first 12345.67
+    render queued_1 2.00
+    render queued_2 3.00
+}
+
+step_pipewire_stop() {
+    # The end of the phase: the daemon's configuration and drop-in as before, PipeWire stopped and disabled; the
+    # daemon plays through dmix again.
+    cp "$FACTS/pipewire/announced.toml.before" /etc/announce/announced.toml
+    rm -f /etc/systemd/system/announced.service.d/pipewire.conf
+    record disable systemctl disable --now wireplumber.service pipewire.service pipewire.socket
+    systemctl daemon-reload
+    record restart systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
+    fact pipewire "$(systemctl is-active pipewire.service)"
+    capture_start heard
+    record say announce-ctl say --wait 0.50
+    capture_stop
+    render expected 0.50
+    unset PIPEWIRE_RUNTIME_DIR
+}
+
+# The payments of the power cut: PC-1 … PC-8, amounts 1.00 … 8.00 (each its own words, so each is told apart in
+# the captures).
+POWER_CUT_PAYMENTS=8
+
+step_power_cut() {
+    # The power pulled (scripts/vm/run.sh kills qemu when this step writes out/cut-now) while payments are being
+    # accepted and one is playing — at the moment worst for dmix: a payment's last sample handed over and its tail
+    # still in the ring, which dies with the machine. The payments are sent one after another in the background;
+    # each acknowledged one (announce-ctl say exit 0: journaled) leaves a file in acknowledged/. The boot after
+    # the cut resumes with power_cut_after.
+    local last
+    # The owner's volume below the threshold, stored as an installer stores it (alsactl store; alsa-restore.service
+    # sets it at boot: a power cut stores nothing).
+    set_mixer Master 76
+    set_mixer Music 255
+    mixer master_owner Master
+    record store alsactl store
+    # The next boot's capture, from before the daemon can play: announced.service is ordered after this unit, which
+    # is started once arecord runs. It records to the guest's disk; power_cut_after copies it here.
+    cat > /usr/local/sbin/announce-vm-capture <<'SCRIPT'
+#!/bin/bash
+# What the speaker gets from boot on (scripts/vm/guest/system-test.sh, power_cut): started before announced.
+mkdir -p /var/lib/announce-vm
+amixer -c 0 sget Master > /var/lib/announce-vm/master-at-boot 2>&1
+cut -d ' ' -f 1 /proc/uptime > /var/lib/announce-vm/started-at
+arecord -q -D hw:Loopback,1,0 -f S16_LE -r 16000 -c 1 -t raw /var/lib/announce-vm/heard.raw \
+    2> /var/lib/announce-vm/arecord.log &
+echo $! > /run/announce-vm-capture.pid
+for _ in $(seq 400); do
+    grep -q "state: RUNNING" /proc/asound/Loopback/pcm1c/sub0/status 2> /dev/null && exit 0
+    sleep 0.05
+done
+exit 1
+SCRIPT
+    chmod 0755 /usr/local/sbin/announce-vm-capture
+    cat > /etc/systemd/system/announce-vm-capture.service <<'UNIT'
+[Unit]
+Description=announce system test: capture what the speaker gets, from before announced can play
+After=systemd-modules-load.service alsa-restore.service
+Before=announced.service
+
+[Service]
+Type=forking
+ExecStart=/usr/local/sbin/announce-vm-capture
+PIDFile=/run/announce-vm-capture.pid
+KillSignal=SIGINT
+SuccessExitStatus=1
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+    record enable systemctl enable announce-vm-capture.service
+    # All of the above on the disk before the power goes.
+    sync
+    mkdir -p "$FACTS/$step/sent" "$FACTS/$step/acknowledged"
+    capture_start heard
+    (
+        for ((i = 1; i <= POWER_CUT_PAYMENTS; i++)); do
+            date +%s.%N > "$FACTS/$step/sent/PC-$i"
+            if announce-ctl say --order "PC-$i" "$i.00" > "$FACTS/$step/sent/PC-$i.say" 2>&1; then
+                date +%s.%N > "$FACTS/$step/acknowledged/PC-$i"
+            fi
+            sleep 0.6  # the next payment comes 0.6 s later
+        done
+    ) &
+    # The cut: 0.4 s into the payment acknowledged third, which two others were ahead of, while more are being sent.
+    acknowledged() { (( $(ls "$FACTS/$step/acknowledged" | wc -l) >= 3 )); }
+    wait_until 60 acknowledged || echo "   fewer than three payments acknowledged"
+    last=$(ls "$FACTS/$step/acknowledged" | sort -t - -k 2 -n | tail -n 1)
+    fact target "$last"
+    playing_target() { [[ "$(announce-ctl status --json 2> /dev/null)" == *"\"playing\":$(job_id "$FACTS/$step/sent/$last.say")"[,}]* ]]; }
+    wait_until 60 playing_target || echo "   $last did not play"
+    pause 0.4
+    # The host acts on the name (bash's own redirection: no fork); the guest's time follows, for the facts.
+    : > "$OUT/cut-now"
+    date +%s.%N > "$OUT/cut-requested"
+    # The host pulls the power now; what follows runs only if it did not.
+    sleep 60
+    fact not_cut "the power was not pulled within 60 s"
+}
+
+step_power_cut_after() {
+    # The boot after the cut: announce-vm-capture.service recorded from before announced started; announced found
+    # the payments its journal held unheard and spoke them. Once idle: the capture, the journal's account, the
+    # owner's volume.
+    local i
+    fact cut "$(cat "$OUT/power-cut")"
+    fact boot_seconds "$(cat "$OUT/boot2-seconds")"
+    record capture_unit systemctl show -p ActiveState -p Result announce-vm-capture.service
+    fact capture_started "$(cat /var/lib/announce-vm/started-at)"
+    fact daemon_started "$(systemctl show -p ExecMainStartTimestampMonotonic --value announced.service)"
+    wait_until 120 settled || echo "   not settled within 120 s"
+    sleep 0.5  # the tail of the sound
+    record capture_stop systemctl stop announce-vm-capture.service
+    cp /var/lib/announce-vm/heard.raw "$FACTS/$step/heard.raw"
+    record master_at_boot cat /var/lib/announce-vm/master-at-boot
+    mixer master_after Master
+    record history announce-ctl history --json -n 30
+    record status announce-ctl status --json
+    journalctl -b -u announced.service --no-pager -o short-monotonic > "$FACTS/$step/journal"
+    for ((i = 1; i <= POWER_CUT_PAYMENTS; i++)); do render "pc$i" "$i.00"; done
+    record disable systemctl disable announce-vm-capture.service
 }
 
 step_upgrade() {
