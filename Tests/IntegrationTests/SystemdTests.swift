@@ -22,10 +22,15 @@ struct SystemdTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let socket = "\(directory)/s.sock"
             // systemd-socket-activate listens on the socket and execs announced (same PID) on the first
-            // connection, passing the listener as fd 3. It passes on only the environment given with -E.
+            // connection, passing the listener as fd 3. It passes on only the environment given with -E: the rig's,
+            // and the sanitizers' settings of a sanitized run (scripts/test.sh: no leak report at exit).
+            let sanitizers = ["ASAN_OPTIONS", "TSAN_OPTIONS", "SWIFT_BACKTRACE"].compactMap { name in
+                ProcessInfo.processInfo.environment[name].map { (key: name, value: $0) }
+            }
+            let environment = rig.environment.map { (key: $0.key, value: $0.value) } + sanitizers
             let launcher =
                 ["/usr/bin/systemd-socket-activate", "--listen=\(socket)"]
-                + rig.environment.sorted { $0.key < $1.key }.flatMap { ["-E", "\($0.key)=\($0.value)"] }
+                + environment.sorted { $0.key < $1.key }.flatMap { ["-E", "\($0.key)=\($0.value)"] }
             try await withDaemon(rig: rig, directory: directory, launcher: launcher) { daemon in
                 // The socket listening at the path is the one handed over as fd 3, not one the daemon bound.
                 let listening = try #require(try listeningSocketInode(path: socket), "nothing listens on \(socket)")

@@ -11,9 +11,25 @@ import Glibc
 /// of the few threads Swift concurrency runs every test on: tests run in parallel, and on a 2-core machine two
 /// blocked threads would stall every other test.
 public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    // The result is handed over under a pthread lock, which ThreadSanitizer sees (it does not see a task resumed
+    // through libdispatch on Linux): what `work` did happens before whatever the caller does next, such as a
+    // second `blocking` call on the same connection from another thread.
+    let handOver = HandOver<T>()
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            handOver.put(Result { try work() })
+            continuation.resume()
+        }
     }
+    return try handOver.take().get()
+}
+
+private final class HandOver<T: Sendable>: @unchecked Sendable {  // `result` is only touched under `lock`
+    private let lock = NSLock()
+    private var result: Result<T, any Error>?
+
+    func put(_ value: Result<T, any Error>) { lock.withLock { result = value } }
+    func take() -> Result<T, any Error> { lock.withLock { result! } }
 }
 
 extension DaemonProcess {

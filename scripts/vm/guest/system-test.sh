@@ -667,6 +667,9 @@ step_kill_at_tail_shared() {
     wait_until 60 settled || echo "   not settled within 60 s"
     record status announce-ctl status --json
     capture_stop
+    # The other client played on throughout (its log as it was before it is stopped: stopping it interrupts a write).
+    if kill -0 "$player" 2> /dev/null; then fact player_alive yes; else fact player_alive no; fi
+    cp "$FACTS/$step/player.log" "$FACTS/$step/player_before_stop.log"
     kill "$player" 2> /dev/null
     wait "$player" 2> /dev/null
     record history announce-ctl history --json -n 5
@@ -765,6 +768,7 @@ pw_ready() {
 pw_device() {
     sed -i -e "s|^device = .*|device = \"$1\"|" -e 's|^mixer = .*|mixer = "pipewire/Master"|' \
         -e 's|^duck_controls = .*|duck_controls = []|' -e 's|^duck_db = .*|duck_db = 0|' /etc/announce/announced.toml
+    grep -q '^tail_ms = ' /etc/announce/announced.toml || sed -i 's|^\[audio\]|[audio]\ntail_ms = 250|' /etc/announce/announced.toml
     systemctl restart announced.service
     wait_until 30 idle || echo "   not answering after the restart"
 }
@@ -796,7 +800,7 @@ step_pipewire() {
     record nodes pw-cli ls Node
     record credentials ps -o user=,group=,supgrp=,comm= -C pipewire,wireplumber
     pw_device "pipewire:ROLE=Announcement"
-    record config grep -E '^(device|mixer|duck_controls|duck_db) ' /etc/announce/announced.toml
+    record config grep -E '^(device|mixer|duck_controls|duck_db|tail_ms) ' /etc/announce/announced.toml
     fact daemon_groups "$(ps -o supgrp= -p "$(main_pid)" | xargs)"
     record owner_volume amixer -D pipewire sset Master 100% unmute
     capture_start heard
