@@ -30,6 +30,7 @@ struct AudioSetup {
         settings.pauseMs = configuration.pauseMs
         settings.keepOpen = configuration.keepDeviceOpen
         settings.endAheadMs = configuration.endAheadMs
+        settings.tailMs = configuration.tailMs
         settings.recovery = audio.recovery
         settings.threadNice = audio.threadNice
         self.settings = settings

@@ -176,6 +176,7 @@ public enum ConfigFile {
             case "pause_ms": int(key, value) { $0.pauseMs = $1 }
             case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
             case "end_ahead_ms": int(key, value) { $0.endAheadMs = $1 }
+            case "tail_ms": int(key, value) { $0.tailMs = $1 }
             case "volume_threshold": threshold(key, value)
             case "stall_limit": duration("audio.\(key)", value) { $0.audioStallLimitSeconds = $1 }
             case "mixer":

@@ -81,9 +81,9 @@ extension Daemon {
         if new.subscriberBuffer != old.subscriberBuffer { needRestart.append("limits.subscriber_buffer") }
         if new.periodMicroseconds != old.periodMicroseconds || new.periods != old.periods
             || new.leadInMs != old.leadInMs || new.pauseMs != old.pauseMs || new.keepDeviceOpen != old.keepDeviceOpen
-            || new.endAheadMs != old.endAheadMs
+            || new.endAheadMs != old.endAheadMs || new.tailMs != old.tailMs
         {
-            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open/end_ahead_ms")
+            needRestart.append("audio.period_us/periods/lead_in_ms/pause_ms/keep_open/end_ahead_ms/tail_ms")
         }
         var newAudio = new.audio
         newAudio.volumeThresholdDecibels = old.audio.volumeThresholdDecibels

@@ -72,6 +72,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// On dmix (a ring other clients share), how far ahead of the speaker a job's end is written, milliseconds
     /// (``Player/Settings/endAheadMs``).
     public var endAheadMs = 60
+    /// Silence after the last announcement of a burst before the device is released, milliseconds; at least two
+    /// periods whatever this says (``Player/Settings/tailMs``). PipeWire wants 250 (examples/pipewire/).
+    public var tailMs = 0
     /// The volume (percent) an announcement is raised to if the mixer is lower; nil: never raised.
     /// A `volume` request may override it at run time (kept in the journal). `audio.volumeThresholdDecibels`
     /// gives it in dB instead.
@@ -193,6 +196,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         check((0...5_000).contains(leadInMs), "audio.lead_in_ms: must be 0…5000")
         check((0...5_000).contains(pauseMs), "audio.pause_ms: must be 0…5000")
         check((20...1_000).contains(endAheadMs), "audio.end_ahead_ms: must be 20…1000")
+        check((0...5_000).contains(tailMs), "audio.tail_ms: must be 0…5000")
         if let volumeThreshold { check((0...100).contains(volumeThreshold), "audio.volume_threshold: must be 0…100") }
         problems += audio.problems(percentThreshold: volumeThreshold)
         check(
@@ -303,6 +307,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             pause_ms = \(pauseMs)
             keep_open = \(keepDeviceOpen)
             end_ahead_ms = \(endAheadMs)
+            tail_ms = \(tailMs)
             volume_threshold = \(volumeThreshold.map(String.init) ?? audio.volumeThresholdDecibels.map { "\"\($0)dB\"" } ?? "(none)")
             \(audio.summary)
             stall_limit = \(Duration.describe(audioStallLimitSeconds))

@@ -246,6 +246,39 @@ struct PlayerTests {
         #expect(try #require(results[0].firstSampleNanos) >= leadIn, "speech onset reported apart from the lead-in's")
     }
 
+    /// A longer tail (`tailMs`: PipeWire drops what its graph still holds when the last stream ends) is written
+    /// whole and played before the device is released; a job that comes while it is being written follows at once,
+    /// not behind it.
+    @Test func aLongerTailIsPlayedBeforeTheDeviceIsReleasedButHoldsNoJobUp() throws {
+        let sink = RecordingSink()
+        var settings = PlayerTests.gapless
+        settings.tailMs = 100  // 800 frames at the fixtures' 8 kHz: 50 of the fake's 16-frame periods
+        let (queue, player, events) = start(sink, settings: settings)
+        let jobs = try ["100", "2"].enumerated().map { try Fixtures.job(UInt64($0 + 1), $1, pack: pack) }
+        let renders = try jobs.map { try pack.render($0.announcement) }
+        // The second job comes once ten periods of the first one's tail are written (two are always written).
+        var sent = false
+        sink.afterPeriod = {
+            if !sent && sink.samples.count >= renders[0].count + 10 * sink.period {
+                sent = true
+                _ = try? queue.enqueue(jobs[1])
+            }
+        }
+        try queue.enqueue(jobs[0])
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.state) == [.spoken, .spoken])
+        let longTail = [Int16](repeating: 0, count: 800)
+        let between = sink.samples.count - renders[0].count - renders[1].count - longTail.count
+        #expect(between >= 10 * sink.period && between <= 11 * sink.period, "\(between) frames between the two")
+        let silence = [Int16](repeating: 0, count: max(0, between))
+        #expect(sink.samples == renders[0] + silence + renders[1] + longTail, "the long tail after the last job only")
+        #expect(sink.heard == sink.samples, "all of it played before the device was released")
+        #expect(sink.calls.suffix(2) == ["drain", "close"])
+    }
+
     @Test func aPauseSeparatesTheAnnouncementsOfABurstButNeverPrecedesTheFirst() throws {
         let sink = RecordingSink()
         var settings = Player.Settings()

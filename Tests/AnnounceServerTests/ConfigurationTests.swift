@@ -34,6 +34,7 @@ struct ConfigurationTests {
             lead_in_ms = 150
             keep_open = true
             end_ahead_ms = 40
+            tail_ms = 250
             volume_threshold = 60
 
             [access]
@@ -74,6 +75,7 @@ struct ConfigurationTests {
         #expect(c.leadInMs == 150)
         #expect(c.keepDeviceOpen)
         #expect(c.endAheadMs == 40)
+        #expect(c.tailMs == 250)
         #expect(c.volumeThreshold == 60)
         #expect(c.controlUsers == ["root", "1000"])
         #expect(c.controlGroups == ["announce"])
@@ -191,8 +193,10 @@ struct ConfigurationTests {
         c.logLevel = "loud"
         c.idleTimeoutSeconds = 0
         c.endAheadMs = 10
+        c.tailMs = -1
         let problems = c.problems().joined(separator: "\n")
         #expect(problems.contains("audio.end_ahead_ms: must be 20…1000"))
+        #expect(problems.contains("audio.tail_ms: must be 0…5000"))
         #expect(problems.contains("queue.capacity"))
         #expect(problems.contains("audio.volume_threshold"))
         #expect(problems.contains("log_level"))

@@ -65,6 +65,12 @@ public final class Player: @unchecked Sendable {
         /// "Durability"). A device whose period is longer keeps a period and a third of this ahead (its position may
         /// move a period at a time). Nil, or as long as the buffer: the whole buffer, as on every other device.
         public var endAheadMs: Int? = 60
+        /// Silence after the last announcement of a burst before the device drains and is released, at least two
+        /// periods (see the type's documentation). A sound server whose graph holds more than its ALSA plugin's
+        /// delay reports, and pauses its sink the moment the last stream ends, drops what it still held: PipeWire
+        /// with WirePlumber's role loopbacks (the loopback's quantum and the sink's headroom: up to ~190 ms in the
+        /// VM) — a longer tail makes what it drops silence (docs/audio.md, "PipeWire").
+        public var tailMs = 0
         public init() {}
     }
 
@@ -594,11 +600,23 @@ public final class Player: @unchecked Sendable {
     private func settle(untilIdle: Bool) {
         guard inBurst else { return }
         do {
-            // The tail: two periods of silence after the last sound (see the type's documentation).
-            if streamHasSound, let period = sink.status.periodFrames, silenceSinceSound < 2 * period {
-                let tail = 2 * period - silenceSinceSound
-                guard try writeTracked([Int16](repeating: 0, count: tail)[...]) else { return }
-                silenceSinceSound += tail
+            // The tail: two periods of silence after the last sound (see the type's documentation), or tailMs.
+            let status = sink.status
+            if streamHasSound, let period = status.periodFrames {
+                if silenceSinceSound < 2 * period {
+                    let tail = 2 * period - silenceSinceSound
+                    guard try writeTracked([Int16](repeating: 0, count: tail)[...]) else { return }
+                    silenceSinceSound += tail
+                }
+                // A longer tail a period at a time, so that a job that comes meanwhile follows at once (the
+                // silence written counts toward its pause) instead of waiting behind it.
+                let asked = settings.tailMs * (status.sampleRate ?? 0) / 1_000
+                while silenceSinceSound < asked {
+                    if !untilIdle && queue.count > 0 { return }
+                    let size = min(period, asked - silenceSinceSound)
+                    guard try writeTracked([Int16](repeating: 0, count: size)[...]) else { return }
+                    silenceSinceSound += size
+                }
             }
             while !unheard.isEmpty && !isAborted {
                 let all = try sink.waitUntilPlayed(mark: nextEndMark) { pending in
