@@ -520,12 +520,14 @@ import Testing
             + AudioMatch.hearings(of: renders, in: try after.capture("heard"))
         var whole = [Int](repeating: 0, count: orders.count)
         for hearing in hearings where hearing.complete { whole[hearing.best ?? 0] += 1 }
-        #expect(hearings.allSatisfy { $0.best != nil }, "a sound that is none of the payments: \(hearings)")
+        // (The recordings' own logs, where an overrun — the recording losing samples — would be said.)
+        let recordings = "recording: \(cut["heard.arecord.log"]) \(after["heard.arecord.log"])"
+        #expect(hearings.allSatisfy { $0.best != nil }, "a sound that is none of the payments: \(hearings); \(recordings)")
         let jobs = try Self.replies(after["history"]).flatMap { $0.jobs ?? [] }
         for (index, order) in orders.enumerated() {
             let journaled = jobs.filter { $0.order == order }
             if acknowledged.contains(order) {
-                #expect(whole[index] == 1, "\(order) (acknowledged) heard whole \(whole[index]) times: \(hearings)")
+                #expect(whole[index] == 1, "\(order) (acknowledged) heard whole \(whole[index]) times: \(hearings); \(recordings)")
                 #expect(journaled.count == 1 && journaled.first?.state == .spoken, "\(order): \(after["history"])")
             } else {
                 #expect(whole[index] <= 1, "\(order) heard whole \(whole[index]) times: \(hearings)")

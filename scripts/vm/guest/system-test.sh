@@ -91,9 +91,12 @@ mixer() { record "$1" amixer -c 0 sget "$2"; }
 # set_mixer ELEMENT RAW: an owner's setting, in the control's raw steps (softvol: 0…255, -51 dB…0 dB).
 set_mixer() { amixer -q -c 0 sset "$1" "$2"; }
 
-# capture_start NAME: records hw:Loopback,1,0 (what the speaker gets) to NAME.raw, 16 kHz mono S16_LE.
+# capture_start NAME: records hw:Loopback,1,0 (what the speaker gets) to NAME.raw, 16 kHz mono S16_LE. A 2 s
+# buffer, so that an emulated machine holding arecord up (a boot, a busy step) does not make the recording itself
+# lose samples (an overrun); 50 ms periods, so that what is still in the buffer when it is stopped is little.
+CAPTURE_BUFFER=(--buffer-time=2000000 --period-time=50000)
 capture_start() {
-    arecord -q -D hw:Loopback,1,0 -f S16_LE -r 16000 -c 1 -t raw "$FACTS/$step/$1.raw" \
+    arecord -q -D hw:Loopback,1,0 "${CAPTURE_BUFFER[@]}" -f S16_LE -r 16000 -c 1 -t raw "$FACTS/$step/$1.raw" \
         2> "$FACTS/$step/$1.arecord.log" &
     capture_pid=$!
     wait_until 10 substream_running pcm1c || echo "   capture did not start"
@@ -950,7 +953,8 @@ step_power_cut() {
 mkdir -p /var/lib/announce-vm
 amixer -c 0 sget Master > /var/lib/announce-vm/master-at-boot 2>&1
 cut -d ' ' -f 1 /proc/uptime > /var/lib/announce-vm/started-at
-arecord -q -D hw:Loopback,1,0 -f S16_LE -r 16000 -c 1 -t raw /var/lib/announce-vm/heard.raw \
+arecord -q -D hw:Loopback,1,0 --buffer-time=2000000 --period-time=50000 -f S16_LE -r 16000 -c 1 -t raw \
+    /var/lib/announce-vm/heard.raw \
     2> /var/lib/announce-vm/arecord.log &
 echo $! > /run/announce-vm-capture.pid
 for _ in $(seq 400); do
@@ -1020,6 +1024,7 @@ step_power_cut_after() {
     sleep 0.5  # the tail of the sound
     record capture_stop systemctl stop announce-vm-capture.service
     cp /var/lib/announce-vm/heard.raw "$FACTS/$step/heard.raw"
+    cp /var/lib/announce-vm/arecord.log "$FACTS/$step/heard.arecord.log"
     record master_at_boot cat /var/lib/announce-vm/master-at-boot
     mixer master_after Master
     record history announce-ctl history --json -n 30
