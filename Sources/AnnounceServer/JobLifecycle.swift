@@ -189,18 +189,18 @@ actor JobLifecycle {
         entries[job.id] = Entry(info: info)
         // Committed, so queued whatever the bound says now (a reload may have lowered it since the check); only a
         // close could refuse it, and closing runs here too.
-        if let replaced = try queue.enqueue(job, ignoringBound: true) {
-            finished(
-                JobResult(
-                    id: replaced.id, state: .cancelled,
-                    error: AnnounceError(.superseded, "replaced by status prompt \(job.id) (last one wins)")))
-        }
+        try enqueue(job)
         return .accepted(info)
     }
 
     /// Puts a job the journal already holds (recovered at start) back in the queue.
     func adopt(_ job: Job, info: JobInfo) throws(AnnounceError) {
         entries[job.id] = Entry(info: info)
+        try enqueue(job)
+    }
+
+    /// Queues a job the journal holds; a status prompt it replaces (the last one wins) ends cancelled.
+    private func enqueue(_ job: Job) throws(AnnounceError) {
         if let replaced = try queue.enqueue(job, ignoringBound: true) {
             finished(
                 JobResult(

@@ -283,11 +283,7 @@ import Testing
         let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-TAIL-1" }
         #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.attempts == 2, "\(facts["history"])")
         // What the speaker got: 到账一百元 without its end (the card stopped with the daemon), then whole, once.
-        let expected = try facts.render("expected")
-        let hearings = AudioMatch.hearings(of: [expected], in: try facts.capture("heard"))
-        let heard = hearings.map { ($0.best ?? -1, $0.complete) }
-        #expect(heard.count == 2 && heard[0] == (0, false) && heard[1] == (0, true),
-                "expected the payment cut short at its end, then whole; heard \(hearings)")
+        let (expected, hearings) = try Self.expectCutThenWhole(facts)
         // Cut in its tail — the last 256 ms, what dmix's ring held — not before.
         if let fragment = hearings.first, fragment.best == 0, let onset = AudioMatch.onset(expected),
             let end = AudioMatch.end(expected)
@@ -312,11 +308,20 @@ import Testing
         #expect(status.audio.engine?.sink.sharedRing == true, "dmix not seen as a shared ring: \(status.audio)")
         let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-TAIL-2" }
         #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.attempts == 2, "\(facts["history"])")
+        try Self.expectCutThenWhole(facts)
+    }
+
+    /// A kill at the tail's capture: the payment (`expected`) cut short at its end, then whole — two hearings.
+    @discardableResult
+    static func expectCutThenWhole(
+        _ facts: Facts, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> (expected: [Int16], hearings: [Hearing]) {
         let expected = try facts.render("expected")
         let hearings = AudioMatch.hearings(of: [expected], in: try facts.capture("heard"))
         let heard = hearings.map { ($0.best ?? -1, $0.complete) }
         #expect(heard.count == 2 && heard[0] == (0, false) && heard[1] == (0, true),
-                "expected the payment cut short at its end, then whole; heard \(hearings)")
+                "expected the payment cut short at its end, then whole; heard \(hearings)", sourceLocation: sourceLocation)
+        return (expected, hearings)
     }
 
     /// The wall clock set two days ahead, then three back, with restarts between (docs/protocol.md, "Time"): the
