@@ -295,8 +295,9 @@ import Testing
     /// The same kill at a payment's tail with another client holding the card (a player on the `music` PCM), which
     /// keeps dmix's ring playing after the daemon's death (docs/protocol.md, "Durability"): the daemon sees a shared
     /// ring and writes a job's end at most `end_ahead_ms` (here a period and a third: 85 ms) ahead of the speaker, so
-    /// a kill 170 ms before the end finds the end not yet written — the payment is heard cut short, then whole, once;
-    /// never whole twice, as with the whole 256 ms buffer ahead.
+    /// a kill 400 ms before the end (placed by the capture: what the speaker got) finds the end not yet written —
+    /// the payment is heard cut short, then whole, once; never whole twice, as with the whole buffer ahead (the step
+    /// makes dmix's ring 1 s long, so that the kill has room on both sides).
     @Test func killedAtTheTailWithAnotherClientOnDmixThePaymentIsHeardCutThenWholeNotWholeTwice() async throws {
         let facts = try await VirtualMachineRun.amd64.value.facts("kill_at_tail_shared")
         #expect(facts.status("say") == 0 && facts["say"].contains("queued"), "\(facts["say"])")
@@ -306,6 +307,7 @@ import Testing
                 "the other client stopped: \(facts["player_before_stop.log"])")
         let status = try #require(try Self.replies(facts["status"]).first?.status, "\(facts["status"])")
         #expect(status.audio.engine?.sink.sharedRing == true, "dmix not seen as a shared ring: \(status.audio)")
+        #expect(status.audio.engine?.sink.bufferFrames == 16_384, "not the step's 1 s ring: \(status.audio)")
         let jobs = try Self.replies(facts["history"]).flatMap { $0.jobs ?? [] }.filter { $0.order == "VM-TAIL-2" }
         #expect(jobs.count == 1 && jobs.first?.state == .spoken && jobs.first?.attempts == 2, "\(facts["history"])")
         try Self.expectCutThenWhole(facts)

@@ -583,6 +583,14 @@ pause() { read -r -t "$1" -u "$sleeper"; }
 exec {sleeper}<> <(:)
 # now_us: sets $now to this moment in microseconds (bash's own clock: no fork, no subshell).
 now_us() { local t=$EPOCHREALTIME; now=${t/./}; }
+# first_sound FILE SKIP: the sample frame (16-bit mono) of FILE's first sound after SKIP bytes (a WAV's header: 44),
+# or nothing while it holds only silence.
+first_sound() {
+    local differ
+    differ=$(cmp -i "$2:0" "$1" /dev/zero 2> /dev/null) || true
+    [[ "$differ" =~ (byte|char)\ ([0-9]+) ]] && echo $(((BASH_REMATCH[2] - 1) / 2))
+    return 0
+}
 # pause_until MICROSECONDS: sleeps until that moment (at once if it is past).
 pause_until() {
     local left seconds
@@ -640,11 +648,24 @@ step_kill_at_tail_shared() {
     # As kill_at_tail, with another client holding the card: a player on the music PCM (playing silence, so that
     # the capture holds the payment only), which keeps dmix's ring playing after the daemon dies. On such a ring the
     # daemon writes a job's end at most audio.end_ahead_ms ahead of the speaker — a period and a third of it with the
-    # shipped dmix's 64 ms periods: 85 ms (docs/protocol.md, "Durability"). Killed 170 ms before the end (timed from
-    # the accepted reply: the running card plays the first sample as soon as it is written), the end was not written
-    # yet: the payment is heard cut short, then whole once. With the whole 256 ms buffer written ahead, the end would
-    # be in the ring, the ring would play on, and the payment would be heard whole twice.
-    local pid frames end player
+    # shipped dmix's 64 ms periods: 85 ms (docs/protocol.md, "Durability"). Here dmix's ring and the daemon's buffer
+    # are made 1 s long (16 periods instead of the shipped 4), so that the kill can be placed with room on both sides: 400 ms before the
+    # end, the end is not written yet — the payment is heard cut short, then whole once — while with the whole
+    # buffer written ahead (the end in the ring from 960 ms before it is heard) the ring would play on, and the
+    # payment would be heard whole twice. The kill is placed by what the speaker got, in the capture's own frames:
+    # the end is where the payment's first sound was heard plus the rest of its render, and the kill comes once the
+    # capture has reached 400 ms before that (the capture lags the speaker: the kill lands nearer the end, by up to
+    # a few periods on an emulated machine). Reckoned by the clock, from the request or the reply, and within the
+    # shipped ring's 85–256 ms, an emulated machine's delays (over 100 ms from the request to the first sample, the
+    # reply tens of ms after it) made it land anywhere in the window it had to tell apart.
+    local pid frames end player onset start size
+    cp /etc/asound.conf "$FACTS/$step/asound.conf.shipped"
+    sed -i 's|^\( *buffer_size\) 4096$|\1 16384|' /etc/asound.conf
+    record ring grep -E '^ *(period|buffer)_size' /etc/asound.conf
+    cp /etc/announce/announced.toml "$FACTS/$step/announced.toml.before"
+    sed -i 's|^\[audio\]|[audio]\nperiods = 16|' /etc/announce/announced.toml
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
     render expected 100.00
     frames=$((($(stat -c %s "$FACTS/$step/expected.wav") - 44) / 2))
     wait_until 30 settled || echo "   not settled"
@@ -657,13 +678,19 @@ step_kill_at_tail_shared() {
     fact pid_before "$pid"
     fact restarts_before "$(restarts)"
     capture_start heard
+    start=$(first_sound "$FACTS/$step/expected.wav" 44)
     record say announce-ctl say --order VM-TAIL-2 100.00
-    now_us
-    end=$((now + 50000 + frames * 1000000 / 16000))
-    pause_until $((end - 170000))
+    sounding() { onset=$(first_sound "$FACTS/$step/heard.raw" 0) && [[ -n "$onset" ]]; }
+    wait_until 10 sounding || echo "   the payment was not heard"
+    end=$((onset - start + frames))
+    fact end_frame "$end"
+    size=0
+    until ((size / 2 >= end - 400 * 16)); do
+        size=$(stat -c %s "$FACTS/$step/heard.raw")
+        pause 0.002
+    done
     ((pid > 0)) && kill -9 "$pid"
-    now_us
-    fact killed_before_end_ms $(((end - now) / 1000))
+    fact killed_before_end_ms $(((end - size / 2) / 16))
     wait_until 60 active_with_new_pid "$pid" || echo "   no restart within 60 s"
     fact pid_after "$(main_pid)"
     fact restarts_after "$(restarts)"
@@ -676,6 +703,11 @@ step_kill_at_tail_shared() {
     kill "$player" 2> /dev/null
     wait "$player" 2> /dev/null
     record history announce-ctl history --json -n 5
+    # The shipped ring and periods again, for the steps after this one.
+    cp "$FACTS/$step/asound.conf.shipped" /etc/asound.conf
+    cp "$FACTS/$step/announced.toml.before" /etc/announce/announced.toml
+    systemctl restart announced.service
+    wait_until 30 idle || echo "   not answering after the restart"
 }
 
 step_clock_jump() {
