@@ -21,6 +21,7 @@ struct AnnounceCtl: ParsableCommand {
               say [options] AMOUNT      announce a payment: say -w 100.00
               prompt [options] NAME     play a status prompt: prompt network-lost
               text [options] TEXT       speak free text: text "请稍候"
+              combine [options] PART... clips by id, {$AMOUNT}, {#DIGITS}: combine new_order
               status                    daemon, queue, voices, journal, audio
               queue                     the job playing and the jobs waiting
               cancel ID... | --all      stop jobs, waiting or playing
@@ -57,8 +58,8 @@ struct AnnounceCtl: ParsableCommand {
             """,
         version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
-            Say.self, Prompt.self, SayText.self, Status.self, QueueCommand.self, Cancel.self, Replay.self, History.self,
-            Volume.self, Today.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
+            Say.self, Prompt.self, SayText.self, Combine.self, Status.self, QueueCommand.self, Cancel.self, Replay.self,
+            History.self, Volume.self, Today.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
         ]
     )
 }

@@ -118,6 +118,46 @@ struct Prompt: ParsableCommand {
     }
 }
 
+struct Combine: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "combine",
+        abstract: "Speak a combination: pushed clips (or the pack's words) by id, amounts and digits, in order.",
+        discussion: """
+            Each part is a clip id, {$AMOUNT} (read as say reads it) or {#DIGITS} (read one by one), as in \
+            Alibaba Cloud IoT's combination lists. Quote the braces in a shell.
+            Examples:
+              announce-ctl combine -w new_order                       a pushed clip
+              announce-ctl combine -o SP-1 alipay_in '{$12.50}'        spoken once only for id SP-1
+              announce-ctl combine pickup '{#0423}'                   digits one by one
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var job: JobOptions
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Language of the voice pack.", valueName: "lang"))
+    var lang: String?
+
+    @Option(
+        name: [.short, .long],
+        help: ArgumentHelp("An id under which it is spoken once only (de-duplicated like a payment).", valueName: "id"))
+    var order: String?
+
+    @Argument(help: "The parts, in order: clip ids, {$AMOUNT}, {#DIGITS}.")
+    var parts: [String]
+
+    func validate() throws {
+        if parts.isEmpty { throw ValidationError("give at least one part") }
+    }
+
+    func run() throws {
+        let request = Request(
+            id: requestID(), op: "combine", lang: lang, order: order, priority: job.priority, ttl: job.ttl,
+            wait: job.wait ? true : nil, parts: parts.map(Request.Part.init(listItem:)))
+        try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
+    }
+}
+
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",

@@ -68,7 +68,7 @@ public struct JobRecord: Codable, Sendable, Equatable {
             self.refund = refund
         case let .prompt(name):
             self.prompt = name
-        case .text, .summary:
+        case .text, .summary, .combination:
             break  // the words are the announcement's text, kept in `text`; a summary is no payment (no amount)
         }
         self.replayOf = replayOf.map(Int64.init)
@@ -193,6 +193,7 @@ struct DedupRecord {
 extension JobRecord {
     /// The space of order ids this job's order id belongs to.
     var dedupKind: DedupWindow.Kind {
+        if let utterance = decodedUtterance { return utterance.dedupKind }
         if amount != nil { return .payment }
         return prompt != nil ? .prompt : .text
     }

@@ -212,7 +212,8 @@ public final class Daemon: Sendable {
         let current = live.withLock { $0 }
         let pack = try current.voices.pack(language: request.lang)
         let options = request.readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
-        let announcement = try pack.composer.compose(request.utterance, options: options)
+        let announcement = try pack.composer.compose(
+            request.utterance, options: options, corpus: Set(current.voices.corpus.clips.keys))
         let ttlMs = request.ttlMs ?? current.configuration.defaultTTLMs(for: request.priority)
         // Stamped again by the acceptor, in turn with the de-duplication check (JobLifecycle.accept).
         let record = JobRecord(
@@ -258,7 +259,8 @@ public final class Daemon: Sendable {
                 let options = JobRequest(
                     utterance: utterance, style: record.readingStyle, liang: record.liang, priority: .payment
                 ).readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
-                let announcement = try pack.composer.compose(utterance, options: options)
+                let announcement = try pack.composer.compose(
+                    utterance, options: options, corpus: Set(voices.corpus.clips.keys))
                 // Its age on the boot clock within this boot, else on the wall clock (ClockStamp.age).
                 let monotonic = Monotonic.nanos
                 let ageMs = record.accepted.age(at: now)

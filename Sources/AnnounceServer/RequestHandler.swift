@@ -60,7 +60,7 @@ struct RequestHandler: Sendable {
         switch try request.operation() {
         case .ping:
             try await reply(Response(id: id, ok: true, v: ProtocolVersion.current))
-        case .say, .prompt, .text:
+        case .say, .prompt, .text, .combine:
             var job = try request.jobRequest()
             // The terminal's reading style and 两 (per channel) for what the request left open.
             daemon.limits.reading.apply(to: &job)

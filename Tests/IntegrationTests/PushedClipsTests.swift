@@ -13,6 +13,30 @@ extension DaemonIntegration {
             try #require(try await daemon.reply(Request(op: "status")).status?.corpus)
         }
 
+        /// A combination's id (`order`) is remembered in the journal like a payment's, in a space of its own: sent
+        /// again after a restart it is a duplicate of the job first accepted, and payment `X` is not blocked by it.
+        @Test func aCombinationsIDOutlivesARestartInItsOwnSpace() async throws {
+            let folder = try CorpusFolder.make(["new_order": "bai.wav"])
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let state = try Paths.temporaryDirectory("combine-state")
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            let arguments = ["--corpus", folder]
+            let first = try await withDaemon(rig: nil, arguments: arguments, device: "null", directory: state) { daemon in
+                let said = try await daemon.reply(
+                    Request(op: "combine", order: "SP-7", wait: true, parts: [.init(clip: "new_order"), .init(digits: "7")]))
+                #expect(said.ok && said.job?.state == .spoken && said.job?.text == "new_order七", "\(said)")
+                return try #require(said.job?.id)
+            }
+            try await withDaemon(rig: nil, arguments: arguments, device: "null", directory: state) { daemon in
+                let again = try await daemon.reply(
+                    Request(op: "combine", order: "SP-7", parts: [.init(clip: "new_order"), .init(digits: "7")]))
+                #expect(!again.ok && again.error?.code == "duplicate", "\(again)")
+                #expect(again.job?.id == first && again.job?.state == .spoken, "the original job, as it ended: \(again)")
+                let payment = try await daemon.ctl(["say", "-w", "-o", "SP-7", "1.00"])
+                #expect(payment.status == 0, "a payment's id space is its own: \(payment)")
+            }
+        }
+
         @Test func aBrokenVersionLeavesTheOneLoadedInForce() async throws {
             let folder = try CorpusFolder.make(["new_order": "yuan.wav"])
             defer { try? FileManager.default.removeItem(atPath: folder) }

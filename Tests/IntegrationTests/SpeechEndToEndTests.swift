@@ -72,6 +72,38 @@ struct SpeechEndToEndTests {
         }
     }
 
+    /// `combine`: a pushed clip, an amount and digits, heard as the voice library renders them — the pushed clip's own
+    /// samples among the pack's words, digits one by one.
+    @Test func aCombinationIsHeardWithThePushedClipAndThePacksWords() async throws {
+        let corpus = try CorpusFolder.make(["new_order": "bai.wav"])
+        defer { try? FileManager.default.removeItem(atPath: corpus) }
+        let library = try VoicePackLoader.loadLibrary(directory: Paths.voices, defaultLanguage: "zh", corpus: corpus)
+        let parts: [CombinationPart] = [.clip("new_order"), .amount(try Amount(parsing: "12.50")), .digits("0423")]
+        let announcement = try library.defaultPack.composer.compose(
+            .combination(parts), corpus: Set(library.corpus.clips.keys))
+        #expect(announcement.text == "new_order十二点五元零四二三" && announcement.missing.isEmpty, "\(announcement)")
+        let rendering = try library.defaultPack.rendering(announcement, leadInMs: 40)
+        let pushed = try #require(library.corpus.clips["new_order"])
+        #expect(Array(rendering.samples[rendering.segments[0]]) == Array(pushed), "the render starts with the pushed clip")
+        try await withRig { rig in
+            try await withDaemon(
+                rig: rig, arguments: Self.daemonArguments + ["--lead-in-ms", "40", "--corpus", corpus]
+            ) { daemon in
+                var result: CommandResult?
+                let captured = try await rig.capture {
+                    result = try await daemon.ctl(["combine", "--wait", "new_order", "{$12.50}", "{#0423}"])
+                }
+                #expect(result?.status == 0, "\(String(describing: result))\n\(daemon.log)")
+                #expect(result?.stdout.contains("new_order十二点五元零四二三") == true, "\(result?.stdout ?? "")")
+                expectSameSamples(rendering.samples, captured, "combine")
+                // An id neither the pushed clips nor the pack have: refused when sent, with the reason; nothing heard.
+                let unknown = try await daemon.ctl(["combine", "urged", "{$1}"])
+                #expect(unknown.status == 2 && unknown.stdout.contains("not_found"), "\(unknown)")
+                #expect(unknown.stdout.contains("\"urged\""), "\(unknown)")
+            }
+        }
+    }
+
     @Test func freeTextIsSynthesisedByTheDaemonAsRenderDoes() async throws {
         let text = "请到前台取货"
         let expected = try await render(["--lead-in-ms", "40", "--text", text])

@@ -34,12 +34,11 @@ public struct VoiceLibrary: Sendable {
             }
             ordered.insert(ordered.remove(at: index), at: 0)
         }
-        self.packs = ordered
-        self.corpus = corpus
+        self.init(packs: ordered, corpus: corpus)
     }
 
     private init(packs: [VoicePack], corpus: Corpus) {
-        self.packs = packs
+        self.packs = packs.map { $0.with(pushed: corpus.clips) }
         self.corpus = corpus
     }
 

@@ -27,6 +27,16 @@ public struct VoicePack: Sendable {
     public let synthesizer: (any SpeechSynthesizer)?
     /// Problems that do not stop the pack from working (see ``VoicePackManifest/warnings()``).
     public let warnings: [String]
+    /// The pushed clips a combination broadcast may name, by corpus id (``VoiceLibrary`` gives every pack the
+    /// library's; see ``Corpus/fileKey(_:)``).
+    public private(set) var pushed: [String: ClipSamples] = [:]
+
+    /// The same pack, with these pushed clips.
+    public func with(pushed clips: [String: ClipSamples]) -> VoicePack {
+        var copy = self
+        copy.pushed = clips
+        return copy
+    }
 
     /// `clips`: the prepared samples in −1…1, stored as they will be played (``ClipProcessing/int16(_:)``).
     public init(
@@ -101,6 +111,13 @@ public struct VoicePack: Sendable {
         var parts: [ClipSamples] = []
         parts.reserveCapacity(announcement.files.count)
         for file in announcement.files {
+            if let id = Corpus.id(fromFileKey: file) {
+                guard let samples = pushed[id] else {
+                    throw AnnounceError(.missingClip, "the pushed clip \"\(id)\" is not loaded (deleted since?)")
+                }
+                parts.append(samples)
+                continue
+            }
             guard let samples = clips[file] else {
                 throw AnnounceError(.missingClip, "clip \(file) is not loaded in voice pack \"\(manifest.name)\"")
             }

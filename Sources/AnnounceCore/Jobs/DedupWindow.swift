@@ -10,7 +10,7 @@
 public struct DedupWindow: Sendable {
     /// What an order id identifies: each kind of job has its own space of ids.
     public enum Kind: String, Sendable, Codable, CaseIterable {
-        case payment, prompt, text
+        case payment, prompt, text, combination
     }
 
     public struct Entry: Sendable, Equatable {
@@ -94,6 +94,7 @@ extension Utterance {
         case .prompt: .prompt
         case .text: .text
         case .summary: .prompt  // the day's total carries no payment's order id
+        case .combination: .combination
         }
     }
 }

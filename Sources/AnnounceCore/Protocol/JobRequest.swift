@@ -54,7 +54,7 @@ extension Request {
     public func requiredAccess() throws(AnnounceError) -> Access {
         switch try operation() {
         // Loading the pushed clips the push listener installed: what may speak (the listener's role) may ask.
-        case .say, .prompt, .text, .corpus: .submit
+        case .say, .prompt, .text, .combine, .corpus: .submit
         case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
         // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.
@@ -112,6 +112,11 @@ extension Request {
             // An operator's message is spoken in turn like a payment and never dropped.
             defaultPriority = .payment
             if amount != nil || fen != nil { throw refuse("text has no amount; use say") }
+        case .combine:
+            utterance = .combination(try combinationParts())
+            // Spoken in turn like a payment and never dropped, unless sent as a (droppable) status prompt.
+            defaultPriority = .payment
+            if amount != nil || fen != nil { throw refuse("a combination's amounts are parts: {\"amount\": …}") }
         default:
             throw refuse("\(op) does not create a job")
         }
@@ -137,6 +142,45 @@ extension Request {
             utterance: .summary(DayTotals()), lang: language, style: try readingStyle(), liang: liang,
             priority: try priorityClass(default: .payment), ttlMs: try ttlMilliseconds(), wait: wait ?? false)
         return (day, job)
+    }
+
+    /// The `parts` of a `combine` request, each checked: exactly one of `clip` (a name), `amount` (as `say`'s) or
+    /// `digits` (`0`–`9`).
+    private func combinationParts() throws(AnnounceError) -> [CombinationPart] {
+        guard let parts, !parts.isEmpty else {
+            throw refuse("combine needs \"parts\": a list such as [{\"clip\": \"new_order\"}, {\"amount\": \"12.50\"}]")
+        }
+        guard parts.count <= CombinationPart.maximumCount else {
+            throw refuse("a combination has at most \(CombinationPart.maximumCount) parts, not \(parts.count)")
+        }
+        var checked: [CombinationPart] = []
+        for (index, part) in parts.enumerated() {
+            let field = "parts[\(index)]"
+            switch (part.clip, part.amount, part.digits) {
+            case let (clip?, nil, nil):
+                // A corpus id (a name) or a token of the pack, which may be any word (到账, new_order).
+                guard !clip.isEmpty, clip.count <= JobRequest.maximumNameLength,
+                    !clip.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                else {
+                    throw refuse("\(field).clip must be a clip id of 1…\(JobRequest.maximumNameLength) characters")
+                }
+                checked.append(.clip(clip))
+            case let (nil, amount?, nil):
+                do { checked.append(.amount(try Amount(parsing: amount))) } catch {
+                    throw AnnounceError(.invalidAmount, "\(field).amount: \(error.description)")
+                }
+            case let (nil, nil, digits?):
+                guard !digits.isEmpty, digits.utf8.count <= CombinationPart.maximumDigits,
+                    digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+                else {
+                    throw refuse("\(field).digits must be 1…\(CombinationPart.maximumDigits) digits 0-9, not \"\(digits)\"")
+                }
+                checked.append(.digits(digits))
+            default:
+                throw refuse("\(field) must have exactly one of \"clip\", \"amount\" or \"digits\"")
+            }
+        }
+        return checked
     }
 
     /// The `priority` field, checked: a payment may not be `status` (droppable).

@@ -17,6 +17,7 @@ public enum ProtocolVersion {
 /// The operations of the protocol.
 public enum Operation: String, Sendable, CaseIterable, Codable {
     case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today, subscribe, corpus
+    case combine
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -77,6 +78,36 @@ public struct Request: Codable, Sendable, Equatable {
     public var say: Bool?
     // subscribe: replay the final states of the jobs with an id above this one first
     public var since: UInt64?
+    // combine: the parts of a combination broadcast, in order
+    public var parts: [Part]?
+
+    /// One part of a `combine` request: exactly one of its fields.
+    public struct Part: Codable, Sendable, Equatable {
+        /// A clip by id: a pushed clip, else a token of the voice pack.
+        public var clip: String?
+        /// An amount, yuan as text (as `say`'s `amount`).
+        public var amount: String?
+        /// Digits read one by one, `0`–`9` only.
+        public var digits: String?
+
+        public init(clip: String? = nil, amount: String? = nil, digits: String? = nil) {
+            self.clip = clip
+            self.amount = amount
+            self.digits = digits
+        }
+
+        /// A part written as Alibaba Cloud IoT's combination lists write one: `{$12.50}` an amount, `{#0423}` digits
+        /// (our choice: the platform leaves other dynamic parts to the device), anything else a clip id.
+        public init(listItem item: String) {
+            if item.hasPrefix("{$"), item.hasSuffix("}"), item.count >= 3 {
+                self.init(amount: String(item.dropFirst(2).dropLast()))
+            } else if item.hasPrefix("{#"), item.hasSuffix("}"), item.count >= 3 {
+                self.init(digits: String(item.dropFirst(2).dropLast()))
+            } else {
+                self.init(clip: item)
+            }
+        }
+    }
 
     public init(
         id: String? = nil, v: Int? = nil, op: String, amount: String? = nil, fen: Int64? = nil,
@@ -84,7 +115,7 @@ public struct Request: Codable, Sendable, Equatable {
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
         reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil,
-        since: UInt64? = nil
+        since: UInt64? = nil, parts: [Part]? = nil
     ) {
         self.id = id
         self.v = v
@@ -111,11 +142,12 @@ public struct Request: Codable, Sendable, Equatable {
         self.date = date
         self.say = say
         self.since = since
+        self.parts = parts
     }
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text, level, date, say, since
+            all, limit, threshold, reset, text, level, date, say, since, parts
     }
 
     public init(from decoder: any Decoder) throws {
@@ -149,6 +181,7 @@ public struct Request: Codable, Sendable, Equatable {
         date = try c.decodeIfPresent(String.self, forKey: .date)
         say = try c.decodeIfPresent(Bool.self, forKey: .say)
         since = try c.decodeIfPresent(UInt64.self, forKey: .since)
+        parts = try c.decodeIfPresent([Part].self, forKey: .parts)
     }
 }
 

@@ -34,6 +34,8 @@ public protocol AmountReader: Sendable {
     func words(for amount: Amount, options: ReadingOptions) -> [String]
     /// The words of a count of things, 0…999,999,999,999 (三 in 今日收款三笔; Mandarin counts 两笔, 两百笔).
     func words(forCount count: Int64) -> [String]
+    /// The word of one digit, 0…9, read on its own as in a pickup or phone number (Mandarin 二, never 两).
+    func word(forDigit digit: Int) -> String
 }
 
 extension AmountReader {

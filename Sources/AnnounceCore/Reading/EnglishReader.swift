@@ -99,6 +99,8 @@ public struct EnglishReader: AmountReader {
         Self.cardinal(max(0, min(count, Amount.maximumYuan)))
     }
 
+    public func word(forDigit digit: Int) -> String { Self.small[max(0, min(9, digit))] }
+
     /// The words of a whole number from 0 to 999,999,999,999.
     static func cardinal(_ value: Int64) -> [String] {
         if value == 0 { return ["zero"] }

@@ -80,6 +80,8 @@ public struct MandarinReader: AmountReader {
         return Self.integerWords(min(count, Amount.maximumYuan), liang: true)
     }
 
+    public func word(forDigit digit: Int) -> String { Self.digitWords[max(0, min(9, digit))] }
+
     /// A digit counting 角 or 分.
     private static func unitDigit(_ digit: Int, liang: Bool) -> String {
         liang && digit == 2 ? "两" : digitWords[digit]

@@ -39,7 +39,9 @@ public struct ReadingDefaults: Sendable, Equatable {
         let chosen: Choice
         switch request.utterance {
         case .payment(_, let channel, _): chosen = choice(channel: channel, requested: requested)
-        case .summary: chosen = Choice(style: requested.style ?? all.style, liang: requested.liang ?? all.liang)
+        // The day's total, and a combination's amounts: no channel.
+        case .summary, .combination:
+            chosen = Choice(style: requested.style ?? all.style, liang: requested.liang ?? all.liang)
         case .prompt, .text: return
         }
         request.style = chosen.style

@@ -60,6 +60,23 @@ public enum Utterance: Sendable, Equatable, Codable {
     case text(String)
     /// The day's total (`today`): the payments heard and their sum, and the refunds.
     case summary(DayTotals)
+    /// A combination broadcast (`combine`): clips named by id, amounts and digits, in order.
+    case combination([CombinationPart])
+}
+
+/// One piece of a combination broadcast.
+public enum CombinationPart: Sendable, Equatable, Codable {
+    /// A clip by id: a pushed clip (the corpus) of that id, else the voice pack's clip for that token.
+    case clip(String)
+    /// An amount, read as `say` reads it (its currency words included).
+    case amount(Amount)
+    /// Digits read one by one (a pickup number: 0423 → 零四二三).
+    case digits(String)
+
+    /// Most parts in one combination.
+    public static let maximumCount = 32
+    /// Most digits in one `digits` part.
+    public static let maximumDigits = 32
 }
 
 /// Turns an utterance into tokens with a voice pack's templates and the reader for its language.
@@ -123,7 +140,10 @@ public struct Composer: Sendable {
         refund ? "\(channel).refund" : channel
     }
 
-    public func compose(_ utterance: Utterance, options: ReadingOptions? = nil) throws(AnnounceError) -> Announcement {
+    /// `corpus`: the ids of the pushed clips a combination may name.
+    public func compose(
+        _ utterance: Utterance, options: ReadingOptions? = nil, corpus: Set<String> = []
+    ) throws(AnnounceError) -> Announcement {
         switch utterance {
         case .payment(let amount, let channel, let refund):
             return try compose(amount: amount, channel: channel, refund: refund, options: options)
@@ -133,7 +153,46 @@ public struct Composer: Sendable {
             return try compose(text: text)
         case .summary(let totals):
             return try compose(summary: totals, options: options)
+        case .combination(let parts):
+            return try compose(combination: parts, corpus: corpus, options: options)
         }
+    }
+
+    /// A combination broadcast: each part's tokens in turn. A clip part names a pushed clip (an id in `corpus`,
+    /// which wins) or a token of the pack; amounts are read as `say` reads them, digits one by one.
+    /// - Throws: `not_found` naming a clip id that neither the pushed clips nor the pack have (refused when
+    ///   accepted, not played as a chime), `bad_request` for an empty combination.
+    public func compose(
+        combination parts: [CombinationPart], corpus: Set<String> = [], options: ReadingOptions? = nil
+    ) throws(AnnounceError) -> Announcement {
+        guard !parts.isEmpty else { throw AnnounceError(.badRequest, "a combination needs at least one part") }
+        let options = options ?? ReadingOptions(style: reader.defaultStyle)
+        var whole = Announcement(tokens: [], text: "", files: [], language: manifest.language)
+        for part in parts {
+            let piece: Announcement
+            switch part {
+            case .clip(let id) where corpus.contains(id):
+                piece = Announcement(
+                    tokens: [id], text: id, files: [Corpus.fileKey(id)], language: manifest.language)
+            case .clip(let id):
+                guard manifest.clips[id] != nil || manifest.variants?.contains(where: { $0.token == id }) == true else {
+                    let pushed = corpus.isEmpty ? "none" : corpus.sorted().joined(separator: ", ")
+                    throw AnnounceError(
+                        .notFound,
+                        "no clip \"\(id)\" in the voice pack \(manifest.name) or the pushed clips (pushed: \(pushed))")
+                }
+                piece = announcement([id])
+            case .amount(let amount):
+                piece = announcement(reader.words(for: amount, options: options))
+            case .digits(let digits):
+                piece = announcement(digits.compactMap(\.wholeNumberValue).map(reader.word(forDigit:)))
+            }
+            whole.tokens += piece.tokens
+            whole.files += piece.files
+            whole.missing += piece.missing
+        }
+        whole.text = whole.tokens.joined(separator: manifest.separator)
+        return whole
     }
 
     /// The day's total with the pack's summary templates: the payments part (or `none` when there were none),

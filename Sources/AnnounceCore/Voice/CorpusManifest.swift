@@ -128,4 +128,13 @@ public struct Corpus: Sendable {
     public var version: UInt64 { manifest.version }
     /// The corpus ids, sorted.
     public var ids: [String] { clips.keys.sorted() }
+
+    /// How an announcement names pushed clip `id` among its files (``Announcement/files``): a corpus id is a
+    /// name, never a path, so it cannot be taken for one of a pack's clip files.
+    public static func fileKey(_ id: String) -> String { filePrefix + id }
+    /// The corpus id a file of an announcement names, if it names one.
+    public static func id(fromFileKey file: String) -> String? {
+        file.hasPrefix(filePrefix) ? String(file.dropFirst(filePrefix.count)) : nil
+    }
+    private static let filePrefix = "corpus:"
 }
