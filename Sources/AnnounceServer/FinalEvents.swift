@@ -44,7 +44,18 @@ final class FinalEvents: Sendable {
         return (token, subscription)
     }
 
-    /// The subscription's connection task is done with it (its last line written).
+    /// A last line owed to a client (the final reply of a `wait`): the stop waits for it as for a subscriber's
+    /// (``waitUntilServed(timeout:)``), so that the connections are not closed under a reply the stop has just released.
+    /// Give the token back with ``unsubscribe(_:)`` once that line is written.
+    func owe() -> Int {
+        state.withLock { state in
+            state.next += 1
+            state.serving.insert(state.next)
+            return state.next
+        }
+    }
+
+    /// The subscription's (or the owed reply's) connection task is done with it (its last line written).
     func unsubscribe(_ token: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.subscribers[token] = nil

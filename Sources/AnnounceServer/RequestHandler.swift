@@ -189,6 +189,8 @@ struct RequestHandler: Sendable {
             throw AnnounceError(.internalError, "the day's total was taken for a duplicate")
         }
         guard say.wait else { return try await reply(Response(id: request.id, ok: true, job: info, summary: summary)) }
+        let owed = daemon.jobs.events.owe()
+        defer { daemon.jobs.events.unsubscribe(owed) }
         try await reply(Response(id: request.id, ok: true, done: false, job: info, summary: summary))
         let final = await daemon.waitUntilFinished(info.id) ?? info
         var error = final.state == .spoken ? nil : final.error
@@ -202,6 +204,9 @@ struct RequestHandler: Sendable {
     private func answer(
         _ submission: Daemon.Submission, wait: Bool, id: String?, reply: (Response) async throws -> Void
     ) async throws {
+        // A final reply the stop releases (shutting_down) is written before the connections close.
+        let owed = wait ? daemon.jobs.events.owe() : nil
+        defer { if let owed { daemon.jobs.events.unsubscribe(owed) } }
         switch submission {
         case .duplicate(let original):
             daemon.metrics.refused(.duplicate)
