@@ -45,6 +45,12 @@ zh)
         "已静音|muted|已静音" "已取消静音|unmuted|已取消静音"
         "音量|volume|音量" "最大|maximum|最大" "最小|minimum|最小"
         "今日收款|today-payments|今日收款" "笔，共|bi-gong|笔，共" "今日暂无收款|today-none|今日暂无收款"
+        # Notices: prompts of their own names below, which a combination broadcast may name too
+        # (announce-ctl combine new-order '{#0423}').
+        "您有新的外卖订单，请及时处理|new-order|您有新的外卖订单，请及时处理" "有用户催单啦|order-urged|有用户催单啦"
+        "有用户取消订单|order-cancelled|有用户取消订单" "有用户申请退款|refund-requested|有用户申请退款"
+        "会员卡支付|member-card|会员卡支付" "已使用优惠券|coupon-used|已使用优惠券"
+        "祝您生活愉快|have-a-nice-day|祝您生活愉快"
     )
     # Tone sandhi: 一 is yì before 百/千 and yí before 万/亿 (pinyin input, read by the same voice).
     variant_clips=("一|yi4|yi4" "一|yi2|yi2")
@@ -62,7 +68,10 @@ zh)
         "server-connected": ["服务器已连接"], "server-disconnected": ["服务器已断开"],
         "low-battery": ["电量低，请充电"], "charging": ["正在充电"],
         "muted": ["已静音"], "unmuted": ["已取消静音"],
-        "volume-max": ["音量","最大"], "volume-min": ["音量","最小"]
+        "volume-max": ["音量","最大"], "volume-min": ["音量","最小"],
+        "new-order": ["您有新的外卖订单，请及时处理"], "order-urged": ["有用户催单啦"],
+        "order-cancelled": ["有用户取消订单"], "refund-requested": ["有用户申请退款"],
+        "member-card": ["会员卡支付"], "coupon-used": ["已使用优惠券"], "have-a-nice-day": ["祝您生活愉快"]
     }'
     # The day's total (announce-ctl today --say): 今日收款三笔，共一千二百三十四点五元; refunds after it. The count
     # and the sum are read by the amount reader, with the digit clips.
@@ -104,6 +113,13 @@ en)
         "volume|volume|volume" "maximum|maximum|maximum" "minimum|minimum|minimum"
         "payments today|payments-today|payments today" "total|total|total" "refunds|refunds|refunds"
         "no payments today|today-none|no payments today"
+        # Notices: prompts of the same names as the zh pack's.
+        "you have a new takeout order, please see to it|new-order|you have a new takeout order, please see to it"
+        "a customer is asking after their order|order-urged|a customer is asking after their order"
+        "a customer has cancelled an order|order-cancelled|a customer has cancelled an order"
+        "a customer has asked for a refund|refund-requested|a customer has asked for a refund"
+        "member card payment|member-card|member card payment" "coupon used|coupon-used|coupon used"
+        "have a nice day|have-a-nice-day|have a nice day"
     )
     variant_clips=()
     variants='null'
@@ -119,7 +135,12 @@ en)
         "server-connected": ["server connected"], "server-disconnected": ["server disconnected"],
         "low-battery": ["battery low, please charge"], "charging": ["charging"],
         "muted": ["muted"], "unmuted": ["unmuted"],
-        "volume-max": ["volume","maximum"], "volume-min": ["volume","minimum"]
+        "volume-max": ["volume","maximum"], "volume-min": ["volume","minimum"],
+        "new-order": ["you have a new takeout order, please see to it"],
+        "order-urged": ["a customer is asking after their order"],
+        "order-cancelled": ["a customer has cancelled an order"],
+        "refund-requested": ["a customer has asked for a refund"],
+        "member-card": ["member card payment"], "coupon-used": ["coupon used"], "have-a-nice-day": ["have a nice day"]
     }'
     summary='{
         "payments": ["payments today","{count}","total","{amount}"], "refunds": ["refunds","{count}","total","{amount}"],

@@ -71,6 +71,9 @@ struct CombinationTests {
         #expect(announcement.missing.isEmpty)
         // A pushed clip wins over the pack's token of the same name: the fleet pushed it to be said.
         #expect(try composer.compose(.combination([.clip("元")]), corpus: ["元"]).files == [Corpus.fileKey("元")])
+        // A prompt of the pack by name (the default packs' notices: new-order …), its words shown.
+        let notice = try composer.compose(.combination([.clip("network_lost"), .digits("12")]))
+        #expect(notice.text == "网络已断开一二" && notice.files.first == "clips/网络已断开.wav")
         // English digits.
         let english = try Composer(manifest: Fixtures.enManifest())
         #expect(try english.compose(.combination([.digits("207")])).tokens == ["two", "zero", "seven"])

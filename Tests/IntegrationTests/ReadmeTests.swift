@@ -21,7 +21,7 @@ extension DaemonIntegration {
             #"announce-ctl text "请到前台取货""#: (0, ["queued: 请到前台取货"]),
             "announce-ctl queue; announce-ctl history -n 20": (0, ["ACCEPTED (UTC)", "支付宝到账八点五元  order=A123"]),
             "announce-ctl replay": (0, ["queued: 支付宝到账八点五元", "replay of 3"]),
-            "announce-ctl combine 支付宝到账 '{$12.50}' '{#0423}'": (0, ["job 8 queued: 支付宝到账十二点五元零四二三"]),
+            "announce-ctl combine new-order '{#0423}'": (0, ["job 8 queued: 您有新的外卖订单，请及时处理零四二三"]),
             "announce-ctl cancel 7; announce-ctl cancel --all": (0, ["cancelled"]),
             "announce-ctl volume --level 60": (0, ["level 60%"]),
             "announce-ctl volume 70": (0, ["threshold 70% (set)"]),

@@ -66,7 +66,8 @@ public enum Utterance: Sendable, Equatable, Codable {
 
 /// One piece of a combination broadcast.
 public enum CombinationPart: Sendable, Equatable, Codable {
-    /// A clip by id: a pushed clip (the corpus) of that id, else the voice pack's clip for that token.
+    /// A clip by id: a pushed clip (the corpus) of that id, else the voice pack's prompt of that name, else its clip
+    /// for that token.
     case clip(String)
     /// An amount, read as `say` reads it (its currency words included).
     case amount(Amount)
@@ -159,7 +160,8 @@ public struct Composer: Sendable {
     }
 
     /// A combination broadcast: each part's tokens in turn. A clip part names a pushed clip (an id in `corpus`,
-    /// which wins) or a token of the pack; amounts are read as `say` reads them, digits one by one.
+    /// which wins), else a prompt of the pack (its notices), else a token of the pack; amounts are read as `say`
+    /// reads them, digits one by one.
     /// - Throws: `not_found` naming a clip id that neither the pushed clips nor the pack have (refused when
     ///   accepted, not played as a chime), `bad_request` for an empty combination.
     public func compose(
@@ -175,6 +177,11 @@ public struct Composer: Sendable {
                 piece = Announcement(
                     tokens: [id], text: id, files: [Corpus.fileKey(id)], language: manifest.language)
             case .clip(let id):
+                if let tokens = manifest.prompts?[id] {
+                    // A prompt of the pack by name (its notices: new-order, have-a-nice-day …).
+                    piece = announcement(tokens)
+                    break
+                }
                 guard manifest.clips[id] != nil || manifest.variants?.contains(where: { $0.token == id }) == true else {
                     let pushed = corpus.isEmpty ? "none" : corpus.sorted().joined(separator: ", ")
                     throw AnnounceError(
