@@ -29,6 +29,8 @@ public struct DaemonLink: Sendable {
     public static let permanentRefusals: Set<String> = [
         AnnounceError.Code.badRequest.rawValue, AnnounceError.Code.invalidAmount.rawValue,
         AnnounceError.Code.unknownChannel.rawValue, "unknown_language",
+        // A combination naming a clip neither the pushed clips nor the pack have.
+        AnnounceError.Code.notFound.rawValue,
     ]
 
     public init(socketPath: String, timeoutSeconds: Double) {

@@ -98,22 +98,29 @@ public enum PushSigner {
 /// A message that passed every check, ready for the daemon.
 public struct VerifiedPayment: Sendable, Equatable {
     public var message: PushMessage
-    public var amount: Amount
+    /// The payment's amount; nil for a combination (``PushMessage/parts``).
+    public var amount: Amount?
     /// How to read it: the message's choice, else the listener's `[reading]`; nil: the daemon's defaults.
     public var style: ReadingStyle?
     public var liang: Bool?
 
-    public init(message: PushMessage, amount: Amount, style: ReadingStyle? = nil, liang: Bool? = nil) {
+    public init(message: PushMessage, amount: Amount?, style: ReadingStyle? = nil, liang: Bool? = nil) {
         self.message = message
         self.amount = amount
         self.style = style ?? message.style
         self.liang = liang ?? message.liang
     }
 
-    /// The daemon request: `say` with the order id, so the daemon de-duplicates redeliveries.
+    /// The daemon request: `say` (a combination: `combine`) with the order id, so the daemon de-duplicates
+    /// redeliveries.
     public var request: Request {
-        Request(
-            id: message.order, op: "say", fen: amount.fen, channel: message.channel, refund: message.refund,
+        if let parts = message.parts {
+            return Request(
+                id: message.order, op: "combine", style: style?.rawValue, liang: liang, order: message.order,
+                parts: parts.map(Request.Part.init(listItem:)))
+        }
+        return Request(
+            id: message.order, op: "say", fen: amount?.fen, channel: message.channel, refund: message.refund,
             style: style?.rawValue, liang: liang, order: message.order)
     }
 }
@@ -212,11 +219,12 @@ public struct PushVerifier: Sendable {
                 .unsupportedCurrency,
                 "currency \(message.currency) is not spoken here (\(currencies.sorted().joined(separator: ", ")))")
         }
-        let amount: Amount
+        let amount: Amount?
         do {
             switch message.amount {
             case .text(let text): amount = try Amount(parsing: text)
             case .fen(let fen): amount = try Amount(fen: fen)
+            case nil: amount = nil  // a combination: its amounts are parts, read (and refused) by the daemon
             }
         } catch {
             throw AnnounceError(.invalidAmount, error.description)

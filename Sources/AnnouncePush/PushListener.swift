@@ -614,9 +614,12 @@ public final class PushListener: Sendable {
                 return
             }
             metadata["order.id"] = "\(payment.message.order)"
-            metadata["amount"] = "\(payment.amount)"
-            metadata["amount_fen"] = "\(payment.amount.fen)"
-            metadata["channel"] = "\(payment.message.channel)"
+            if let amount = payment.amount {
+                metadata["amount"] = "\(amount)"
+                metadata["amount_fen"] = "\(amount.fen)"
+                metadata["channel"] = "\(payment.message.channel)"
+            }
+            if let parts = payment.message.parts { metadata["parts"] = "\(parts.joined(separator: " "))" }
             let clock = watchClock()
             if !clock.isTrusted { metadata["clock"] = "\(clock.rawValue)" }
             let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)

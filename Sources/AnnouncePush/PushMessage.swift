@@ -50,7 +50,12 @@ public struct PushMessage: Sendable, Equatable {
 
     public var device: String
     public var order: String
-    public var amount: PushAmount
+    /// The amount of a payment; nil for a combination (``parts``).
+    public var amount: PushAmount?
+    /// A combination broadcast instead of a payment's template: what is spoken, in order, each part as Alibaba Cloud
+    /// IoT's combination lists write one (a clip id, `{$12.50}`, `{#0423}`: ``Request/Part/init(listItem:)``).
+    /// The message then has no `amount`, `fen`, `channel` or `refund`.
+    public var parts: [String]?
     public var currency: String
     public var channel: String
     public var refund: Bool
@@ -65,13 +70,14 @@ public struct PushMessage: Sendable, Equatable {
     public var signature: String?
 
     public init(
-        device: String, order: String, amount: PushAmount, currency: String = "CNY", channel: String = "plain",
+        device: String, order: String, amount: PushAmount?, currency: String = "CNY", channel: String = "plain",
         refund: Bool = false, createdAt: Int64, keyID: String, signature: String? = nil, style: ReadingStyle? = nil,
-        liang: Bool? = nil
+        liang: Bool? = nil, parts: [String]? = nil
     ) {
         self.device = device
         self.order = order
         self.amount = amount
+        self.parts = parts
         self.currency = currency
         self.channel = channel
         self.refund = refund
@@ -82,18 +88,22 @@ public struct PushMessage: Sendable, Equatable {
         self.liang = liang
     }
 
-    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `style` and `liang` have a
-    /// line only when the message carries them, so a message without them is signed as before they existed.
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `style`, `liang` and `parts`
+    /// have a line only when the message carries them, so a message without them is signed as before they existed; a
+    /// combination has its `parts` line (the parts joined by `|`, which no part may hold) instead of the amount line,
+    /// and no `channel` or `refund` line.
     public var canonical: String {
-        let amountLine =
+        var lines = ["announce-push/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)"]
+        if let parts {
+            lines += ["parts=\(parts.joined(separator: Self.partSeparator))", "currency=\(currency)"]
+        } else {
             switch amount {
-            case .text(let text): "amount=\(text)"
-            case .fen(let fen): "fen=\(fen)"
+            case .text(let text): lines.append("amount=\(text)")
+            case .fen(let fen): lines.append("fen=\(fen)")
+            case nil: break
             }
-        var lines = [
-            "announce-push/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)", amountLine,
-            "currency=\(currency)", "channel=\(channel)", "refund=\(refund)",
-        ]
+            lines += ["currency=\(currency)", "channel=\(channel)", "refund=\(refund)"]
+        }
         if let style { lines.append("style=\(style.rawValue)") }
         if let liang { lines.append("liang=\(liang)") }
         lines.append("created_at=\(createdAt)")
@@ -116,16 +126,26 @@ public struct PushMessage: Sendable, Equatable {
         var created_at: Int64?
         var kid: String?
         var sig: String?
+        var parts: [String]?
     }
+
+    /// Joins the parts in the canonical text; no part may contain it.
+    static let partSeparator = "|"
 
     /// The JSON payload (keys sorted, so equal messages give equal bytes).
     public func payload() -> [UInt8] {
         var wire = Wire(
             v: Self.version, device: device, order: order, currency: currency, channel: channel, refund: refund,
-            style: style?.rawValue, liang: liang, created_at: createdAt, kid: keyID, sig: signature)
+            style: style?.rawValue, liang: liang, created_at: createdAt, kid: keyID, sig: signature, parts: parts)
         switch amount {
         case .text(let text): wire.amount = text
         case .fen(let fen): wire.fen = fen
+        case nil: break
+        }
+        if parts != nil {
+            // A combination: its parts say what is spoken.
+            wire.channel = nil
+            wire.refund = nil
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -169,18 +189,37 @@ public struct PushMessage: Sendable, Equatable {
         liang = wire.liang
         createdAt = try required(wire.created_at, "created_at")
         guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
-        switch (wire.amount, wire.fen) {
-        case (let text?, nil):
+        switch (wire.amount, wire.fen, wire.parts) {
+        case (let text?, nil, nil):
             guard !text.isEmpty, text.count <= 32, !text.unicodeScalars.contains(where: Self.isControl) else {
                 throw AnnounceError(.malformed, "field \"amount\" must be 1 to 32 printable characters")
             }
             amount = .text(text)
-        case (nil, let fen?):
+        case (nil, let fen?, nil):
             amount = .fen(fen)
-        case (nil, nil):
-            throw AnnounceError(.malformed, "give \"amount\" (yuan as text) or \"fen\" (integer)")
-        case (.some, .some):
-            throw AnnounceError(.malformed, "give either \"amount\" or \"fen\", not both")
+        case (nil, nil, let list?):
+            guard wire.channel == nil, wire.refund == nil else {
+                throw AnnounceError(
+                    .malformed, "a combination (\"parts\") has no \"channel\" or \"refund\": its parts say what is spoken")
+            }
+            guard (1...CombinationPart.maximumCount).contains(list.count) else {
+                throw AnnounceError(.malformed, "field \"parts\" must hold 1 to \(CombinationPart.maximumCount) parts")
+            }
+            for part in list {
+                guard !part.isEmpty, part.count <= 64, !part.contains(Self.partSeparator),
+                    !part.unicodeScalars.contains(where: Self.isControl)
+                else {
+                    throw AnnounceError(
+                        .malformed, "each of \"parts\" must be 1 to 64 printable characters without \"|\"")
+                }
+            }
+            amount = nil
+            parts = list
+        case (nil, nil, nil):
+            throw AnnounceError(
+                .malformed, "give \"amount\" (yuan as text), \"fen\" (integer) or \"parts\" (a combination)")
+        default:
+            throw AnnounceError(.malformed, "give one of \"amount\", \"fen\" and \"parts\", not more")
         }
         let sig = try required(wire.sig, "sig")
         guard sig.utf8.count == 64, sig.utf8.allSatisfy(Self.isHexDigit) else {

@@ -209,11 +209,22 @@ struct MessageOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Ask for 两 (or, with --no-liang, for 二) before 百/千/万/亿 (default: none).")
     var liang: Bool?
 
+    @Option(
+        name: .customLong("part"),
+        help: ArgumentHelp(
+            "A combination instead of a payment: its parts in order, one per --part (a clip id, {$AMOUNT}, {#DIGITS}).",
+            valueName: "part"))
+    var parts: [String] = []
+
     @OptionGroup var signer: SignerOptions
 
     /// The signed message.
     func message() throws -> (PushMessage, PushConfiguration?) {
-        guard (amount == nil) != (fen == nil) else { throw ValidationError("give an amount or --fen (one of them)") }
+        let given = [amount != nil, fen != nil, !parts.isEmpty].filter { $0 }.count
+        guard given == 1 else { throw ValidationError("give an amount, --fen or --part (one of them)") }
+        if !parts.isEmpty && (channel != "plain" || refund) {
+            throw ValidationError("a combination (--part) has no --channel or --refund: its parts say what is spoken")
+        }
         let (configuration, device, keyID, secret, createdAt) = try signer.signing()
         var readingStyle: ReadingStyle?
         if let style {
@@ -222,8 +233,9 @@ struct MessageOptions: ParsableArguments {
         }
         let order = order ?? "P\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
         let message = PushMessage(
-            device: device, order: order, amount: amount.map(PushAmount.text) ?? .fen(fen ?? 0), currency: currency,
-            channel: channel, refund: refund, createdAt: createdAt, keyID: keyID, style: readingStyle, liang: liang)
+            device: device, order: order, amount: parts.isEmpty ? amount.map(PushAmount.text) ?? .fen(fen ?? 0) : nil,
+            currency: currency, channel: channel, refund: refund, createdAt: createdAt, keyID: keyID,
+            style: readingStyle, liang: liang, parts: parts.isEmpty ? nil : parts)
         // What the listener would refuse for its shape is refused here too (the signature is not checked yet).
         do {
             _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())

@@ -139,6 +139,41 @@ struct PushFleetTests {
         }
     }
 
+    /// A signed combination (`--part`): spoken as its parts say, the pack's notice and the digits; one `heard` receipt;
+    /// the same message again is a `duplicate`; one naming a clip nowhere is refused by the daemon, and the service
+    /// gets a `refused` receipt saying `not_found`, nothing spoken.
+    @Test func aCombinationIsSpokenOnceWithAReceiptLikeAPayments() async throws {
+        try await withDaemon(rig: nil, device: "null") { daemon in
+            try await FleetBroker.with { broker, files in
+                let watcher = try await Self.watcher(broker)
+                defer { watcher.stop() }
+                try await withListener(
+                    broker: broker, socket: daemon.socket, brokerExtra: files.credentials("T1")
+                ) { setup, listener in
+                    let payload = try await setup.sign(["--order", "SP-1", "--part", "new-order", "--part", "{#0423}"])
+                    try await setup.publishRaw(payload, options: files.serviceOptions)
+                    try await watcher.waitForReceipts(["SP-1"], state: .heard)
+                    let jobs = try await daemon.jobs(order: "SP-1")
+                    #expect(jobs.map(\.text) == ["您有新的外卖订单，请及时处理零四二三"], "\(jobs)")
+                    try await setup.publishRaw(payload, options: files.serviceOptions)
+                    try await watcher.waitForReceipts(["SP-1"], state: .duplicate)
+                    #expect(try await daemon.jobs(order: "SP-1").count == 1, "heard once")
+
+                    try await setup.publish(["--order", "SP-2", "--part", "urged"] + files.serviceOptions)
+                    try await watcher.waitForReceipts(["SP-2"], state: .refused)
+                    let refused = try #require(watcher.receipts.first { $0.order == "SP-2" })
+                    #expect(refused.error == "not_found", "\(refused)")
+                    #expect(try await daemon.jobs(order: "SP-2").isEmpty, "nothing queued")
+                    let receipts = watcher.receipts.filter { $0.order.hasPrefix("SP-") }
+                    #expect(receipts.map(\.state) == [.heard, .duplicate, .refused], "\(receipts)")
+                    #expect(receipts.allSatisfy { $0.isValid(with: Self.deviceKey) })
+                    #expect(listener.logLines(containing: "payment forwarded", "order.id=SP-1", "new-order").count == 1, "\(listener.log)")
+                    try await Self.waitUntilNothingPending(setup)
+                }
+            }
+        }
+    }
+
     /// A burst: every payment gets exactly one receipt, `heard`, each signed. Prints how long after its last sample
     /// left the device each receipt reached the service (heard_at → arrival, one machine's clock).
     @Test func aBurstGetsOneReceiptPerPayment() async throws {

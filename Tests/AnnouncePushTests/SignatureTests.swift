@@ -64,8 +64,60 @@ struct SignatureTests {
         #expect(payment.request.channel == "alipay")
         #expect(payment.request.refund == false)
         let fen = try verifier.verify(signed(message(amount: .fen(850), refund: true)).payload(), nowMs: Self.now)
-        #expect(fen.amount.fen == 850)
+        #expect(fen.amount?.fen == 850)
         #expect(fen.request.refund == true)
+    }
+
+    /// A combination (docs/push.md, "Combination broadcast"): `parts` instead of an amount, signed in a `parts` line of
+    /// its own (no channel or refund line), forwarded as the daemon's `combine` with the order as its id.
+    @Test func aSignedCombinationBecomesACombineWithItsParts() throws {
+        var combination = message(order: "SP-1")
+        combination.amount = nil
+        combination.parts = ["new-order", "{#0423}", "{$12.50}"]
+        #expect(
+            combination.canonical
+                == "announce-push/1\ndevice=T1\nkid=k1\norder=SP-1\nparts=new-order|{#0423}|{$12.50}\ncurrency=CNY\n"
+                + "created_at=1795415589123")
+        let payload = try signed(combination).payload()
+        let text = String(decoding: payload, as: UTF8.self)
+        #expect(!text.contains("channel") && !text.contains("refund") && !text.contains("amount"), "\(text)")
+        let verified = try verifier.verify(payload, nowMs: Self.now)
+        #expect(verified.amount == nil)
+        #expect(verified.request.op == "combine" && verified.request.order == "SP-1")
+        #expect(
+            verified.request.parts == [.init(clip: "new-order"), .init(digits: "0423"), .init(amount: "12.50")])
+        // Each part is signed: another part, another order of parts, one part fewer: a bad signature.
+        let original = try signed(combination)
+        for change in [
+            { (m: inout PushMessage) in m.parts = ["new-order", "{#0424}", "{$12.50}"] },
+            { $0.parts = ["{#0423}", "new-order", "{$12.50}"] }, { $0.parts = ["new-order", "{#0423}"] },
+            { $0.parts = ["new-order|{#0423}", "{$12.50}"] },
+        ] {
+            var copy = original
+            change(&copy)
+            let error = #expect(throws: AnnounceError.self) { try verifier.verify(copy.payload(), nowMs: Self.now) }
+            #expect(error?.code == .badSignature || error?.code == .malformed, "\(copy.canonical)")
+        }
+        // Shapes refused before the signature is looked at.
+        func variant(_ transform: (inout [String: Any]) -> Void) throws -> [UInt8] {
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
+            transform(&object)
+            return Array(try JSONSerialization.data(withJSONObject: object))
+        }
+        let cases: [(String, [UInt8])] = [
+            ("parts and amount", try variant { $0["amount"] = "1.00" }),
+            ("parts and a channel", try variant { $0["channel"] = "alipay" }),
+            ("parts and refund", try variant { $0["refund"] = false }),
+            ("no parts", try variant { $0["parts"] = [String]() }),
+            ("a part with |", try variant { $0["parts"] = ["a|b"] }),
+            ("a part with a newline", try variant { $0["parts"] = ["a\nb"] }),
+            ("an empty part", try variant { $0["parts"] = [""] }),
+            ("too many parts", try variant { $0["parts"] = Array(repeating: "a", count: 33) }),
+        ]
+        for (name, bytes) in cases {
+            let error = #expect(throws: AnnounceError.self, "\(name)") { try verifier.verify(bytes, nowMs: Self.now) }
+            #expect(error?.code == .malformed, "\(name): \(String(describing: error))")
+        }
     }
 
     /// Changing any signed field after signing breaks the signature.
