@@ -213,7 +213,7 @@ public final class Daemon: Sendable {
         let pack = try current.voices.pack(language: request.lang)
         let options = request.readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
         let announcement = try pack.composer.compose(
-            request.utterance, options: options, corpus: Set(current.voices.corpus.clips.keys))
+            request.utterance, options: options, corpus: current.voices.corpus.idSet)
         let ttlMs = request.ttlMs ?? current.configuration.defaultTTLMs(for: request.priority)
         // Stamped again by the acceptor, in turn with the de-duplication check (JobLifecycle.accept).
         let record = JobRecord(
@@ -260,7 +260,7 @@ public final class Daemon: Sendable {
                     utterance: utterance, style: record.readingStyle, liang: record.liang, priority: .payment
                 ).readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
                 let announcement = try pack.composer.compose(
-                    utterance, options: options, corpus: Set(voices.corpus.clips.keys))
+                    utterance, options: options, corpus: voices.corpus.idSet)
                 // Its age on the boot clock within this boot, else on the wall clock (ClockStamp.age).
                 let monotonic = Monotonic.nanos
                 let ageMs = record.accepted.age(at: now)

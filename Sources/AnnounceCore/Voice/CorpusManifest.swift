@@ -113,6 +113,7 @@ public struct Corpus: Sendable {
         self.directory = directory
         self.manifest = manifest
         self.clips = clips
+        self.idSet = Set(clips.keys)
         self.storage = storage
         self.problem = problem
     }
@@ -128,6 +129,8 @@ public struct Corpus: Sendable {
     public var version: UInt64 { manifest.version }
     /// The corpus ids, sorted.
     public var ids: [String] { clips.keys.sorted() }
+    /// The corpus ids, as a combination is composed against them (made once, at load, not per job).
+    public let idSet: Set<String>
 
     /// How an announcement names pushed clip `id` among its files (``Announcement/files``): a corpus id is a
     /// name, never a path, so it cannot be taken for one of a pack's clip files.
