@@ -206,7 +206,7 @@ public struct PushMessage: Sendable, Equatable {
                 throw AnnounceError(.malformed, "field \"parts\" must hold 1 to \(CombinationPart.maximumCount) parts")
             }
             for part in list {
-                guard !part.isEmpty, part.count <= 64, !part.contains(Self.partSeparator),
+                guard !part.isEmpty, part.count <= 64, !part.unicodeScalars.contains("|"),
                     !part.unicodeScalars.contains(where: Self.isControl)
                 else {
                     throw AnnounceError(
