@@ -116,12 +116,16 @@ public struct AlibabaThingSettings: Sendable {
 ///
 /// What maps onto the corpus push (``CorpusTask``): `SpeechPost` (its `jobcode` is the task id, its `url` the list
 /// of clips, fetched when the task runs), `DeleteSpeech` (`speechs: [{id, format}]`) and the delete-all service.
-/// Every other service — the combination broadcast and its synchronous form, replay, repeat — is answered with code
-/// ``notSupported`` until those exist here.
+/// What maps onto the daemon's combination (`combine`): `SpeechBroadcast` and its synchronous form
+/// `SyncSpeechBroadcast` (RRPC), whose `params` the platform's device SDK reads as `speechs` (corpus ids and `{$…}`
+/// amounts, in order), `id` (the speech id: a retry carries the same one) and `format`. Every other service —
+/// replay, repeat — is answered with code ``notSupported`` until those exist here.
 public struct AlinkThing: Sendable {
     public static let speechUpdateEvent = "SpeechUpdateResponse"
     public static let speechPost = "SpeechPost"
     public static let deleteSpeech = "DeleteSpeech"
+    public static let speechBroadcast = "SpeechBroadcast"
+    public static let syncSpeechBroadcast = "SyncSpeechBroadcast"
     /// The device-defined code (100000–110000, the platform's range for device errors) for a service this device
     /// does not offer yet.
     public static let notSupported = 100_000
@@ -145,6 +149,33 @@ public struct AlinkThing: Sendable {
         public var payload: [UInt8]
     }
 
+    /// A combination broadcast the platform asked for.
+    public struct Broadcast: Sendable, Equatable {
+        /// `params.id`, the platform's speech id: the order id the daemon de-duplicates on.
+        public var speechID: String
+        /// What the daemon is asked: `combine`, the parts in the platform's order.
+        public var request: Request
+        /// `SyncSpeechBroadcast` (or any broadcast by RRPC): answered as soon as the daemon has the job on its disk,
+        /// as the platform's device SDK answers it. `SpeechBroadcast`: answered once the broadcast was heard.
+        public var synchronous: Bool
+        /// Where the answer goes, and the id it carries.
+        public var replyTo: ReceiptEntry.ReplyAddress
+    }
+
+    /// The `result` of a combination broadcast's answer (in its `data`, with `error_message` and `task_id`): 0, 1 and
+    /// 2 as the platform's device SDK answers; 3 is ours.
+    public enum BroadcastResult: Int, Sendable {
+        /// Heard (`SpeechBroadcast`), or taken (`SyncSpeechBroadcast`).
+        case success = 0
+        /// The speech id was broadcast before: not spoken again.
+        case duplicate = 1
+        /// A corpus id that neither the pushed clips nor the voice pack have.
+        case notFound = 2
+        /// Taken and not heard (failed, expired, cancelled), or refused for another reason (an amount that cannot be
+        /// read): `error_message` says which.
+        case notHeard = 3
+    }
+
     /// What a message from the platform asks.
     public enum Invocation: Sendable, Equatable {
         /// A corpus push: run `task` (noted under `key`: the same key again is the same invocation), then `reply`.
@@ -152,6 +183,8 @@ public struct AlinkThing: Sendable {
         /// A corpus push the terminal's rules refuse (``CorpusRules/judge(_:)``): answered with `reply` (460), and a
         /// `SpeechPost` also gets its result event.
         case refused(CorpusTask, key: String, reply: Reply, error: AnnounceError)
+        /// A combination broadcast: handed to the daemon, then answered (``broadcastReply(to:speechID:result:message:)``).
+        case broadcast(Broadcast)
         /// Answered with `reply` and nothing else: a service not offered, or parameters that cannot be used.
         case answer(Reply, reason: String)
         /// The platform's answer to something the device posted.
@@ -161,7 +194,7 @@ public struct AlinkThing: Sendable {
     }
 
     /// What every request has; its `params` are read for the service it invokes (their shapes differ).
-    private struct Request: Decodable {
+    private struct Invoked: Decodable {
         var id: String?
         var method: String?
     }
@@ -180,6 +213,12 @@ public struct AlinkThing: Sendable {
     }
 
     private struct Speech: Decodable {
+        var id: String?
+        var format: String?
+    }
+
+    private struct BroadcastParams: Decodable {
+        var speechs: [String]?
         var id: String?
         var format: String?
     }
@@ -211,13 +250,13 @@ public struct AlinkThing: Sendable {
         } else {
             return .ignored("not a service topic")
         }
-        guard let request = try? JSONDecoder().decode(Request.self, from: Data(payload)), let id = request.id else {
+        guard let invoked = try? JSONDecoder().decode(Invoked.self, from: Data(payload)), let id = invoked.id else {
             return .ignored("not an Alink request with an id")
         }
         // The identifier is the topic's last level, or (RRPC) the method's `thing.service.<identifier>`.
         let identifier =
             service.isEmpty
-            ? String((request.method ?? "").split(separator: ".").last ?? "") : service
+            ? String((invoked.method ?? "").split(separator: ".").last ?? "") : service
         func reply(_ code: Int, _ message: String? = nil) -> Reply {
             Reply(topic: replyTopic, payload: Self.response(id: id, code: code, message: message))
         }
@@ -252,14 +291,67 @@ public struct AlinkThing: Sendable {
             return corpus(CorpusTask(task: "alink-\(id)", op: .delete, ids: ids), key: "alink:\(id)")
         case settings.options.deleteAllService where !service.isEmpty:
             return corpus(CorpusTask(task: "alink-\(id)", op: .deleteAll), key: "alink:\(id)")
+        case Self.speechBroadcast, Self.syncSpeechBroadcast:
+            let usage = "\(identifier) needs params.speechs (corpus ids and {$amount}s, in order) and params.id"
+            guard let params = (try? JSONDecoder().decode(WithParams<BroadcastParams>.self, from: Data(payload)))?.params,
+                let speechs = params.speechs, let speechID = params.id
+            else { return refuse(usage) }
+            guard !speechID.isEmpty, speechID.utf8.count <= 128,
+                !speechID.unicodeScalars.contains(where: PushMessage.isControl)
+            else { return refuse("params.id must be 1 to 128 printable characters") }
+            guard (1...CombinationPart.maximumCount).contains(speechs.count),
+                speechs.allSatisfy({
+                    !$0.isEmpty && $0.count <= 64 && !$0.unicodeScalars.contains(where: PushMessage.isControl)
+                })
+            else {
+                return refuse(
+                    "params.speechs must hold 1 to \(CombinationPart.maximumCount) items of 1 to 64 printable characters")
+            }
+            let request = Request(
+                id: "alink-\(id)", op: "combine", order: speechID, parts: speechs.map(Request.Part.init(listItem:)))
+            return .broadcast(
+                Broadcast(
+                    speechID: speechID, request: request,
+                    synchronous: identifier == Self.syncSpeechBroadcast || service.isEmpty,
+                    replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id)))
         default:
-            let name = identifier.isEmpty ? (request.method ?? "?") : identifier
+            let name = identifier.isEmpty ? (invoked.method ?? "?") : identifier
             let message =
-                "not supported: \(name) (this device takes SpeechPost, DeleteSpeech and "
-                + "\(settings.options.deleteAllService); combination broadcast, replay and repeat are not "
-                + "offered yet)"
+                "not supported: \(name) (this device takes SpeechPost, SpeechBroadcast, SyncSpeechBroadcast, "
+                + "DeleteSpeech and \(settings.options.deleteAllService); replay and repeat are not offered yet)"
             return .answer(reply(Self.notSupported, message), reason: message)
         }
+    }
+
+    /// A combination broadcast's answer: code 200, and in its `data` the `result`, an `error_message` ("success" when
+    /// it is one) and the speech id as `task_id` — the shape of the platform's device SDK.
+    public static func broadcastReply(
+        to address: ReceiptEntry.ReplyAddress, speechID: String, result: BroadcastResult, message: String
+    ) -> Reply {
+        struct Wire: Encodable {
+            struct Outcome: Encodable {
+                var error_message: String
+                var result: Int
+                var task_id: String
+            }
+            var code = 200
+            var data: Outcome
+            var id: String
+        }
+        let wire = Wire(data: Wire.Outcome(error_message: message, result: result.rawValue, task_id: speechID), id: address.id)
+        return Reply(topic: address.topic, payload: encode(wire))
+    }
+
+    /// The answer to a `SpeechBroadcast` once its job's receipt is made: `success` when heard, `duplicate`, or
+    /// `notHeard` with the state (and the daemon's reason).
+    public static func broadcastReply(_ receipt: Receipt, to address: ReceiptEntry.ReplyAddress) -> [UInt8] {
+        let (result, message): (BroadcastResult, String) =
+            switch receipt.state {
+            case .heard: (.success, "success")
+            case .duplicate: (.duplicate, "duplicate speech id (broadcast before: \(receipt.original?.rawValue ?? "?"))")
+            default: (.notHeard, receipt.error.map { "\(receipt.state.rawValue): \($0)" } ?? receipt.state.rawValue)
+            }
+        return broadcastReply(to: address, speechID: receipt.order, result: result, message: message).payload
     }
 
     /// The same reply (topic, id) with another code and message.

@@ -48,9 +48,10 @@ public struct DaemonLink: Sendable {
         }
     }
 
-    /// Sends the payment as `say` with its order id.
-    public func forward(_ payment: VerifiedPayment) -> ForwardOutcome {
-        let (answer, failure) = exchange(payment.request)
+    /// Sends a request that queues a job with an order id: a payment's `say` (``VerifiedPayment/request``), a
+    /// combination's `combine`.
+    public func forward(_ request: Request) -> ForwardOutcome {
+        let (answer, failure) = exchange(request)
         guard let reply = answer else { return .unavailable(failure) }
         if reply.ok, let job = reply.job { return .accepted(job) }
         guard let error = reply.error else { return .unavailable("the daemon replied without a job or an error") }
@@ -59,11 +60,11 @@ public struct DaemonLink: Sendable {
         return .unavailable("\(error.code): \(error.message)")
     }
 
-    /// The payment's job once it is final, waiting at most `timeout` seconds; nil if it is not by then. Asked as the
-    /// same `say` with `wait`: the daemon answers it as a duplicate once the original job has finished (nothing new
-    /// is queued).
-    public func final(of payment: VerifiedPayment, timeout: Double) -> JobInfo? {
-        var request = payment.request
+    /// The job of a forwarded request once it is final, waiting at most `timeout` seconds; nil if it is not by then.
+    /// Asked as the same request with `wait`: the daemon answers it as a duplicate once the original job has finished
+    /// (nothing new is queued).
+    public func final(of request: Request, timeout: Double) -> JobInfo? {
+        var request = request
         request.wait = true
         do {
             let client = try Client(path: socketPath, timeout: max(0.1, timeout))

@@ -84,10 +84,13 @@ public final class FleetLink: Sendable {
         guard configuration.receiptsEnabled else { return nil }
         let store = ReceiptStore(directory: Path.join(configuration.stateDirectory, "receipts"))
         if configuration.alibaba != nil {
-            // The platform's event, not a signed receipt: its own connection is what it trusts.
+            // The platform's event or service reply, not a signed receipt: its own connection is what it trusts.
             let settings = Receipts.Settings(
                 device: configuration.device, keyID: "alibaba", key: [],
-                encode: { receipt, number in AlinkThing.speechUpdateEvent(receipt, number: number) })
+                encode: { receipt, number, replyTo in
+                    guard let replyTo else { return AlinkThing.speechUpdateEvent(receipt, number: number) }
+                    return AlinkThing.broadcastReply(receipt, to: replyTo)
+                })
             return Receipts(store: store, settings: settings, outbox: outbox, logger: logger)
         }
         guard let keyID = configuration.effectiveReceiptKeyID, let key = configuration.keyring.bytes(keyID) else {

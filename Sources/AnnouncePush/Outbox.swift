@@ -46,7 +46,7 @@ public final class Outbox: Sendable {
         /// The minimal form of `status`, published instead once the broker refused the full one.
         var minimalStatus: [UInt8]?
         var statusMinimal = false
-        var receipts: [UInt64: [UInt8]] = [:]
+        var receipts: [UInt64: (payload: [UInt8], topic: String?)] = [:]
         var inFlight: InFlight?
         var strikes: [Item: Int] = [:]
         var setAside: Set<Item> = []
@@ -79,9 +79,9 @@ public final class Outbox: Sendable {
     /// Whether only the minimal status is published (the broker refused the full one).
     public var statusIsMinimal: Bool { state.withLock { $0.statusMinimal } }
 
-    /// A receipt on disk, to publish in `seq` order.
-    public func enqueueReceipt(_ seq: UInt64, payload: [UInt8]) {
-        state.withLock { $0.receipts[seq] = payload }
+    /// A receipt on disk, to publish in `seq` order: on the receipts topic, or on `topic` (a reply to a request).
+    public func enqueueReceipt(_ seq: UInt64, payload: [UInt8], topic: String? = nil) {
+        state.withLock { $0.receipts[seq] = (payload, topic) }
     }
 
     /// Whether the broker refuses the status (it is no longer published).
@@ -102,9 +102,10 @@ public final class Outbox: Sendable {
                     item: .status, topic: statusTopic, payload: state.statusMinimal ? minimal : status, retain: true)
             }
             guard let seq = state.receipts.keys.filter({ !state.setAside.contains(.receipt($0)) }).min(),
-                let payload = state.receipts[seq]
+                let receipt = state.receipts[seq]
             else { return nil }
-            return Message(item: .receipt(seq), topic: receiptTopic, payload: payload, retain: false)
+            return Message(
+                item: .receipt(seq), topic: receipt.topic ?? receiptTopic, payload: receipt.payload, retain: false)
         }
     }
 

@@ -623,68 +623,84 @@ public final class PushListener: Sendable {
             let clock = watchClock()
             if !clock.isTrusted { metadata["clock"] = "\(clock.rawValue)" }
             let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
+            guard let outcome = handOver(payment.request, until: deadline, &metadata) else { return }
+            switch outcome {
+            case .accepted(let job) where job.durable == false, .duplicate(let job?) where job.durable == false:
+                // The daemon keeps its journal in memory (its state folder cannot be used): "accepted" is not on
+                // its disk, and a crash would lose it. Acknowledged only once heard; until then the broker keeps
+                // it (redelivered, it is a duplicate the daemon answers once the job has finished).
+                metadata["job.id"] = "\(job.id)"
+                metadata["durable"] = "false"
+                guard let final = finalOrLeave(job, payment.request, until: deadline, &metadata) else { return }
+                metadata["event"] = .event(.pushForwarded)
+                metadata["state"] = "\(final.state.rawValue)"
+                noteForReceipt(order: payment.message.order, reply: .accepted(final), &metadata)
+                logger.info("payment forwarded and ended (the daemon's journal is in memory)", metadata: metadata)
+            case .accepted(let job):
+                metadata["event"] = .event(.pushForwarded)
+                metadata["job.id"] = "\(job.id)"
+                noteForReceipt(order: payment.message.order, reply: .accepted(job), &metadata)
+                logger.info("payment forwarded", metadata: metadata)
+            case .duplicate(let job):
+                metadata["event"] = .event(.duplicate)
+                metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
+                if let job { noteForReceipt(order: payment.message.order, reply: .duplicate(job), &metadata) }
+                logger.notice("payment already with the daemon (duplicate); not spoken again", metadata: metadata)
+            case .refused(let error):
+                metadata["event"] = .event(.pushRefused)
+                metadata["code"] = "\(error.code)"
+                metadata["error.code"] = "\(error.code)"
+                metadata["detail"] = "\(error.message)"
+                noteRefusal(payment.message, reason: error.code, &metadata)
+                logger.error("the daemon refused the payment", metadata: metadata)
+            case .unavailable:
+                break  // handOver left it with the broker
+            }
+        }
+
+        /// Hands a job's request to the daemon, trying again while it cannot take it (down, busy, queue full) until
+        /// `deadline`, then leaves the message with the broker (unacknowledged, redelivered on the next connection)
+        /// and returns nil. Counted in the payment metrics by outcome.
+        func handOver(
+            _ request: Request, until deadline: ContinuousClock.Instant, _ metadata: inout Logger.Metadata
+        ) -> ForwardOutcome? {
             var retry = Backoff(Backoff.Policy(initialSeconds: 0.1, maximumSeconds: 1))
             while true {
-                switch listener.daemon.forward(payment) {
-                case .accepted(let job) where job.durable == false, .duplicate(let job?) where job.durable == false:
-                    // The daemon keeps its journal in memory (its state folder cannot be used): "accepted" is not on
-                    // its disk, and a crash would lose it. Acknowledged only once heard; until then the broker keeps
-                    // it (redelivered, it is a duplicate the daemon answers once the job has finished).
-                    listener.metrics.payment(.accepted)
-                    metadata["job.id"] = "\(job.id)"
-                    metadata["durable"] = "false"
-                    let left = max(0, (deadline - ContinuousClock.now).inSeconds)
-                    guard let final = job.state.isFinal ? job : listener.daemon.final(of: payment, timeout: left) else {
-                        logger.warning(
-                            """
-                            the daemon keeps its journal in memory: leaving the payment with the broker until it is \
-                            heard
-                            """,
-                            metadata: metadata)
-                        leaveWithBroker(.daemonUnavailable)
-                        return
-                    }
-                    metadata["event"] = .event(.pushForwarded)
-                    metadata["state"] = "\(final.state.rawValue)"
-                    noteForReceipt(order: payment.message.order, reply: .accepted(final), &metadata)
-                    logger.info("payment forwarded and ended (the daemon's journal is in memory)", metadata: metadata)
-                    return
-                case .accepted(let job):
-                    listener.metrics.payment(.accepted)
-                    metadata["event"] = .event(.pushForwarded)
-                    metadata["job.id"] = "\(job.id)"
-                    noteForReceipt(order: payment.message.order, reply: .accepted(job), &metadata)
-                    logger.info("payment forwarded", metadata: metadata)
-                    return
-                case .duplicate(let job):
-                    listener.metrics.payment(.duplicate)
-                    metadata["event"] = .event(.duplicate)
-                    metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
-                    if let job { noteForReceipt(order: payment.message.order, reply: .duplicate(job), &metadata) }
-                    logger.notice("payment already with the daemon (duplicate); not spoken again", metadata: metadata)
-                    return
-                case .refused(let error):
-                    listener.metrics.payment(.refused)
-                    metadata["event"] = .event(.pushRefused)
-                    metadata["code"] = "\(error.code)"
-                    metadata["error.code"] = "\(error.code)"
-                    metadata["detail"] = "\(error.message)"
-                    noteRefusal(payment.message, reason: error.code, &metadata)
-                    logger.error("the daemon refused the payment", metadata: metadata)
-                    return
+                let outcome = listener.daemon.forward(request)
+                switch outcome {
+                case .accepted: listener.metrics.payment(.accepted)
+                case .duplicate: listener.metrics.payment(.duplicate)
+                case .refused: listener.metrics.payment(.refused)
                 case .unavailable(let reason):
-                    if listener.isStopping || ContinuousClock.now >= deadline {
-                        listener.metrics.payment(.unavailable)
-                        metadata["error"] = "\(reason)"
-                        logger.warning(
-                            "the daemon cannot take the payment; leaving it unacknowledged for the broker to redeliver",
-                            metadata: metadata)
-                        leaveWithBroker(.daemonUnavailable)
-                        return
+                    guard listener.isStopping || ContinuousClock.now >= deadline else {
+                        SystemThread.sleep(seconds: retry.next())
+                        continue
                     }
-                    SystemThread.sleep(seconds: retry.next())
+                    listener.metrics.payment(.unavailable)
+                    metadata["error"] = "\(reason)"
+                    logger.warning(
+                        "the daemon cannot take the message; leaving it unacknowledged for the broker to redeliver",
+                        metadata: metadata)
+                    leaveWithBroker(.daemonUnavailable)
+                    return nil
                 }
+                return outcome
             }
+        }
+
+        /// A job the daemon took while its journal is in memory, once final (waiting until `deadline`); nil, and the
+        /// message left with the broker, if it is not final by then.
+        func finalOrLeave(
+            _ job: JobInfo, _ request: Request, until deadline: ContinuousClock.Instant,
+            _ metadata: inout Logger.Metadata
+        ) -> JobInfo? {
+            let left = max(0, (deadline - ContinuousClock.now).inSeconds)
+            if let final = job.state.isFinal ? job : listener.daemon.final(of: request, timeout: left) { return final }
+            logger.warning(
+                "the daemon keeps its journal in memory: leaving the message with the broker until it is heard",
+                metadata: metadata)
+            leaveWithBroker(.daemonUnavailable)
+            return nil
         }
 
         // MARK: Corpus pushes
@@ -817,6 +833,67 @@ public final class PushListener: Sendable {
                 }
                 note(task, key: key, receipts: receipts, corpus: corpus, duplicateReceipt: false, &metadata)
                 publish(reply)
+            case .broadcast(let broadcast):
+                receivedBroadcast(broadcast, &metadata)
+            }
+        }
+
+        /// A combination broadcast from the platform, handed to the daemon as a payment is (left with the broker while
+        /// the daemon cannot take it), its speech id the order id. Answered: a synchronous one as soon as the daemon
+        /// has the job; an asynchronous one once heard, through the receipts (on disk until the broker has the
+        /// answer, so a restart loses none); a duplicate, a clip not found or another refusal at once.
+        func receivedBroadcast(_ broadcast: AlinkThing.Broadcast, _ metadata: inout Logger.Metadata) {
+            metadata["order.id"] = "\(broadcast.speechID)"
+            metadata["parts"] = "\((broadcast.request.parts ?? []).count)"
+            func answer(_ result: AlinkThing.BroadcastResult, _ message: String) {
+                publish(
+                    AlinkThing.broadcastReply(
+                        to: broadcast.replyTo, speechID: broadcast.speechID, result: result, message: message))
+            }
+            let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
+            guard let outcome = handOver(broadcast.request, until: deadline, &metadata) else { return }
+            switch outcome {
+            case .accepted(let job):
+                metadata["event"] = .event(.pushForwarded)
+                metadata["job.id"] = "\(job.id)"
+                if broadcast.synchronous {
+                    answer(.success, "success")
+                } else if job.durable == false {
+                    // The journal in memory: answered once heard, acknowledged only then (as a payment).
+                    guard let final = finalOrLeave(job, broadcast.request, until: deadline, &metadata),
+                        let receipt = Receipt(
+                            job: final, order: broadcast.speechID, duplicate: false, device: configuration.device,
+                            keyID: "alibaba", createdAt: WallClockMs.now)
+                    else { return }
+                    publish(
+                        AlinkThing.Reply(
+                            topic: broadcast.replyTo.topic,
+                            payload: AlinkThing.broadcastReply(receipt, to: broadcast.replyTo)))
+                } else if let receipts = fleet.receipts {
+                    let started = ContinuousClock.now
+                    receipts.handedOver(order: broadcast.speechID, reply: .accepted(job), replyTo: broadcast.replyTo)
+                    metadata["receipt_ms"] = "\(cFormat("%.2f", (ContinuousClock.now - started).inSeconds * 1000))"
+                } else {
+                    answer(.success, "accepted (receipts are off on this device: not told when heard)")
+                }
+                logger.info("combination broadcast forwarded", metadata: metadata)
+            case .duplicate(let job):
+                metadata["event"] = .event(.duplicate)
+                metadata["job.id"] = "\(job.map { String($0.id) } ?? "?")"
+                answer(.duplicate, "duplicate speech id (broadcast before: \(job?.state.rawValue ?? "?"))")
+                logger.notice("combination broadcast already with the daemon (duplicate); not spoken again", metadata: metadata)
+            case .refused(let error):
+                metadata["event"] = .event(.pushRefused)
+                metadata["error.code"] = "\(error.code)"
+                metadata["detail"] = "\(error.message)"
+                if error.code == AnnounceError.Code.notFound.rawValue {
+                    answer(.notFound, "speechs file not found: \(error.message)")
+                } else {
+                    answer(.notHeard, "refused: \(error.code): \(error.message)")
+                }
+                logger.error("the daemon refused the combination broadcast", metadata: metadata)
+            case .unavailable:
+                break  // handOver left it with the broker
             }
         }
 

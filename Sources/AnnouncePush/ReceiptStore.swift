@@ -32,11 +32,26 @@ public struct ReceiptEntry: Sendable, Equatable, Codable {
     public var kind: Receipt.Kind?
     /// A corpus push's task, to run while the entry is owed (``CorpusWorker``).
     public var task: CorpusTask?
+    /// Where the receipt goes when it answers one request rather than going to the receipts topic: an Alibaba Cloud
+    /// combination broadcast's service reply (absent: the receipts topic).
+    public var replyTo: ReplyAddress?
+
+    /// A request's own reply topic, and the id the reply must carry.
+    public struct ReplyAddress: Sendable, Equatable, Codable {
+        public var topic: String
+        public var id: String
+
+        public init(topic: String, id: String) {
+            self.topic = topic
+            self.id = id
+        }
+    }
 
     public init(
         seq: UInt64, order: String, job: UInt64, duplicate: Bool, handedAt: Int64, receipt: String? = nil,
-        message: String? = nil, kind: Receipt.Kind? = nil, task: CorpusTask? = nil
+        message: String? = nil, kind: Receipt.Kind? = nil, task: CorpusTask? = nil, replyTo: ReplyAddress? = nil
     ) {
+        self.replyTo = replyTo
         self.kind = kind
         self.task = task
         self.seq = seq

@@ -34,10 +34,13 @@ public final class Receipts: Sendable {
         /// The device key's bytes.
         public var key: [UInt8]
         /// How a receipt is published: by default our signed receipt (``Receipt/payload()``); under the Alibaba Cloud
-        /// thing model, the platform's event (``AlinkThing``). Given the receipt and its entry's number.
-        public var encode: (@Sendable (Receipt, UInt64) -> [UInt8])?
+        /// thing model, the platform's event or service reply (``AlinkThing``). Given the receipt, its entry's number
+        /// and where the entry's receipt goes when it answers a request.
+        public var encode: Encode?
 
-        public init(device: String, keyID: String, key: [UInt8], encode: (@Sendable (Receipt, UInt64) -> [UInt8])? = nil) {
+        public typealias Encode = @Sendable (Receipt, UInt64, ReceiptEntry.ReplyAddress?) -> [UInt8]
+
+        public init(device: String, keyID: String, key: [UInt8], encode: Encode? = nil) {
             self.device = device
             self.keyID = keyID
             self.key = key
@@ -127,7 +130,9 @@ public final class Receipts: Sendable {
             }
         }
         for stored in entries {
-            if let receipt = stored.receipt { outbox.enqueueReceipt(stored.seq, payload: Array(receipt.utf8)) }
+            if let receipt = stored.receipt {
+                outbox.enqueueReceipt(stored.seq, payload: Array(receipt.utf8), topic: stored.replyTo?.topic)
+            }
         }
         if !entries.isEmpty {
             logger.notice(
@@ -153,8 +158,9 @@ public final class Receipts: Sendable {
     }
 
     /// Notes a payment handed to the daemon; returns once it is on disk (or the disk refused it: it is then kept in
-    /// memory and tried again). Call before the payment's message is acknowledged to the broker.
-    public func handedOver(order: String, reply: Reply) {
+    /// memory and tried again). Call before the payment's message is acknowledged to the broker. With `replyTo`, the
+    /// receipt answers that request (an Alibaba Cloud combination broadcast) instead of going to the receipts topic.
+    public func handedOver(order: String, reply: Reply, replyTo: ReceiptEntry.ReplyAddress? = nil) {
         let (info, duplicate) =
             switch reply {
             case .accepted(let info): (info, false)
@@ -162,7 +168,8 @@ public final class Receipts: Sendable {
             }
         register(
             order: order, job: info.id, duplicate: duplicate,
-            receipt: info.state.isFinal ? receipt(for: info, order: order, duplicate: duplicate) : nil)
+            receipt: info.state.isFinal ? receipt(for: info, order: order, duplicate: duplicate) : nil,
+            replyTo: replyTo)
     }
 
     /// Notes a correctly signed payment that will never be spoken — refused here (`stale`, `invalid_amount` …) or
@@ -199,7 +206,7 @@ public final class Receipts: Sendable {
     @discardableResult
     private func register(
         order: String, job: UInt64?, duplicate: Bool, receipt: Receipt?, message: String? = nil,
-        task: CorpusTask? = nil
+        task: CorpusTask? = nil, replyTo: ReceiptEntry.ReplyAddress? = nil
     ) -> UInt64 {
         let seq = state.withLock { state -> UInt64 in
             let seq = state.nextSeq
@@ -207,8 +214,8 @@ public final class Receipts: Sendable {
             var entry = Entry(
                 stored: ReceiptEntry(
                     seq: seq, order: order, job: job ?? 0, duplicate: duplicate, handedAt: WallClockMs.now,
-                    receipt: receipt.map { String(decoding: encode($0, seq), as: UTF8.self) },
-                    message: message, kind: task == nil ? nil : .corpus, task: task))
+                    receipt: receipt.map { String(decoding: encode($0, seq, replyTo), as: UTF8.self) },
+                    message: message, kind: task == nil ? nil : .corpus, task: task, replyTo: replyTo))
             entry.registering = receipt == nil && task == nil
             if let job { state.highestJob = max(state.highestJob ?? 0, job) }
             if let job, receipt == nil {
@@ -309,8 +316,8 @@ public final class Receipts: Sendable {
     private var key: HMACKey { HMACKey(settings.key) }
 
     /// A receipt as it is published: signed (or as ``Settings/encode`` makes it).
-    private func encode(_ receipt: Receipt, _ seq: UInt64) -> [UInt8] {
-        if let encode = settings.encode { return encode(receipt, seq) }
+    private func encode(_ receipt: Receipt, _ seq: UInt64, _ replyTo: ReceiptEntry.ReplyAddress?) -> [UInt8] {
+        if let encode = settings.encode { return encode(receipt, seq, replyTo) }
         return receipt.signed(with: key).payload()
     }
 
@@ -330,7 +337,8 @@ public final class Receipts: Sendable {
     }
 
     private func setReceipt(_ seq: UInt64, _ receipt: Receipt) {
-        let payload = String(decoding: encode(receipt, seq), as: UTF8.self)
+        let replyTo = state.withLock { $0.entries[seq]?.stored.replyTo }
+        let payload = String(decoding: encode(receipt, seq, replyTo), as: UTF8.self)
         let changed = state.withLock { state -> Bool in
             guard var entry = state.entries[seq], entry.stored.receipt == nil else { return false }
             entry.stored.receipt = payload
@@ -370,19 +378,19 @@ public final class Receipts: Sendable {
                 scheduleRetry()
                 return
             }
-            let queue = state.withLock { state -> [UInt8]? in
+            let queue = state.withLock { state -> (bytes: [UInt8], topic: String?)? in
                 guard var entry = state.entries[seq] else { return nil }
                 entry.savedVersion = max(entry.savedVersion, version)
-                var payload: [UInt8]?
+                var payload: (bytes: [UInt8], topic: String?)?
                 if entry.savedVersion == entry.version, !entry.queued, let receipt = entry.stored.receipt {
                     entry.queued = true
-                    payload = Array(receipt.utf8)
+                    payload = (Array(receipt.utf8), entry.stored.replyTo?.topic)
                 }
                 if entry.savedVersion == entry.version { state.unsaved.remove(seq) }
                 state.entries[seq] = entry
                 return payload
             }
-            if let queue { outbox.enqueueReceipt(seq, payload: queue) }
+            if let queue { outbox.enqueueReceipt(seq, payload: queue.bytes, topic: queue.topic) }
         }
     }
 

@@ -84,8 +84,8 @@ struct AlibabaThingTests {
     }
 
     /// DeleteSpeech (the device SDK's `speechs: [{id, format}]`) and the delete-all service become deletions; an id
-    /// that is a path is refused (460); the combination broadcast, its synchronous form (RRPC) and anything else
-    /// are answered with the device code for "not supported".
+    /// that is a path is refused (460); a service this device does not offer is answered with the device code for
+    /// "not supported".
     @Test func deletesAreTasksAndTheRestIsNotSupported() throws {
         let thing = AlinkThing(settings: Self.settings)
         let prefix = "/sys/a1X2bEnP82z/example_zc/"
@@ -115,24 +115,72 @@ struct AlibabaThingTests {
         }
         #expect(error.code == .badID)
         #expect(String(decoding: bad.payload, as: UTF8.self).hasPrefix(#"{"code":460,"#))
-        let broadcast =
-            #"{"id":"10","method":"thing.service.SpeechBroadcast","params":{"speechs":["ZFBDZ","{$100.00}"],"id":"S1","format":"wav"}}"#
-        guard case let .answer(unsupported, _) = read("thing/service/SpeechBroadcast", broadcast) else {
-            Issue.record("SpeechBroadcast was not answered")
+        let unknown = #"{"id":"10","method":"thing.service.RepeatSpeechStart","params":{}}"#
+        guard case let .answer(unsupported, _) = read("thing/service/RepeatSpeechStart", unknown) else {
+            Issue.record("an unknown service was not answered")
             return
         }
-        #expect(unsupported.topic == prefix + "thing/service/SpeechBroadcast_reply")
+        #expect(unsupported.topic == prefix + "thing/service/RepeatSpeechStart_reply")
         let text = String(decoding: unsupported.payload, as: UTF8.self)
-        #expect(text.hasPrefix(#"{"code":100000,"data":{},"id":"10","message":"not supported: SpeechBroadcast"#), "\(text)")
-        let sync = #"{"id":"11","method":"thing.service.SyncSpeechBroadcast","params":{"speechs":["ZFBDZ"],"id":"S2"}}"#
-        guard case let .answer(rrpc, _) = read("rrpc/request/1234567", sync) else {
-            Issue.record("the synchronous broadcast was not answered")
-            return
-        }
-        #expect(rrpc.topic == prefix + "rrpc/response/1234567")
-        #expect(String(decoding: rrpc.payload, as: UTF8.self).contains("not supported: SyncSpeechBroadcast"))
+        #expect(text.hasPrefix(#"{"code":100000,"data":{},"id":"10","message":"not supported: RepeatSpeechStart"#), "\(text)")
         #expect(read("thing/event/property/post_reply", #"{"id":"1","code":200,"data":{}}"#) == .postReply(code: 200, message: nil))
         #expect(thing.read(topic: "/sys/other/device/thing/service/SpeechPost", payload: []) == .ignored("not this device's topic"))
+    }
+
+    /// SpeechBroadcast (as the device SDK reads it: `speechs` in order, the speech `id`, `format`) becomes the daemon's
+    /// `combine` with the speech id as its order; SyncSpeechBroadcast by RRPC is the same, answered on the RRPC
+    /// response topic as soon as the daemon has it. Unusable parameters are answered 460, not spoken.
+    @Test func aBroadcastBecomesACombinationWithItsSpeechIDAsOrder() throws {
+        let thing = AlinkThing(settings: Self.settings)
+        let prefix = "/sys/a1X2bEnP82z/example_zc/"
+        func read(_ path: String, _ json: String) -> AlinkThing.Invocation {
+            thing.read(topic: prefix + path, payload: Array(json.utf8))
+        }
+        let async = read(
+            "thing/service/SpeechBroadcast",
+            #"{"id":"10","method":"thing.service.SpeechBroadcast","params":{"speechs":["ZFBDZ","{$100.00}","{#0423}"],"id":"S1","format":"wav"},"version":"1.0"}"#)
+        guard case .broadcast(let broadcast) = async else {
+            Issue.record("SpeechBroadcast is not a broadcast: \(async)")
+            return
+        }
+        #expect(broadcast.speechID == "S1" && !broadcast.synchronous)
+        #expect(broadcast.replyTo == ReceiptEntry.ReplyAddress(topic: prefix + "thing/service/SpeechBroadcast_reply", id: "10"))
+        #expect(broadcast.request.op == "combine" && broadcast.request.order == "S1")
+        #expect(broadcast.request.parts == [Request.Part(clip: "ZFBDZ"), Request.Part(amount: "100.00"), Request.Part(digits: "0423")])
+
+        let sync = read(
+            "rrpc/request/1234567",
+            #"{"id":"11","method":"thing.service.SyncSpeechBroadcast","params":{"speechs":["ZFBDZ"],"id":"S2"}}"#)
+        guard case .broadcast(let rrpc) = sync else {
+            Issue.record("SyncSpeechBroadcast is not a broadcast: \(sync)")
+            return
+        }
+        #expect(rrpc.synchronous && rrpc.speechID == "S2")
+        #expect(rrpc.replyTo == ReceiptEntry.ReplyAddress(topic: prefix + "rrpc/response/1234567", id: "11"))
+
+        for params in [#"{"speechs":[],"id":"S3"}"#, #"{"speechs":["a"]}"#, #"{"speechs":[1],"id":"S3"}"#, #"{"speechs":["a"],"id":""}"#] {
+            guard case let .answer(reply, _) = read(
+                "thing/service/SpeechBroadcast", #"{"id":"12","method":"thing.service.SpeechBroadcast","params":"# + params + "}")
+            else {
+                Issue.record("\(params) was taken")
+                continue
+            }
+            #expect(String(decoding: reply.payload, as: UTF8.self).hasPrefix(#"{"code":460,"data":{},"id":"12""#), "\(params)")
+        }
+
+        // The answers: the device SDK's shape, code 200 with the result in `data`.
+        let address = broadcast.replyTo
+        let answer = AlinkThing.broadcastReply(to: address, speechID: "S1", result: .notFound, message: "speechs file not found")
+        #expect(answer.topic == prefix + "thing/service/SpeechBroadcast_reply")
+        #expect(
+            String(decoding: answer.payload, as: UTF8.self)
+                == #"{"code":200,"data":{"error_message":"speechs file not found","result":2,"task_id":"S1"},"id":"10"}"#)
+        func receipt(_ state: Receipt.State, error: String? = nil) -> String {
+            let receipt = Receipt(device: "T1", order: "S1", state: state, job: 3, error: error, createdAt: 1, keyID: "alibaba")
+            return String(decoding: AlinkThing.broadcastReply(receipt, to: address), as: UTF8.self)
+        }
+        #expect(receipt(.heard) == #"{"code":200,"data":{"error_message":"success","result":0,"task_id":"S1"},"id":"10"}"#)
+        #expect(receipt(.failed, error: "muted").contains(#""error_message":"failed: muted","result":3"#))
     }
 
     /// The push result is the event `SpeechUpdateResponse` with the `jobcode` and `result` 0 or 255 (as the device

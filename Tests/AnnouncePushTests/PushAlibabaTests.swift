@@ -26,7 +26,7 @@ struct PushAlibabaTests {
         return String(result.stdout.prefix(64))
     }
 
-    @Test func theThingModelPushesAndDeletesClipsAndAnswersTheRest() async throws {
+    @Test func theThingModelPushesClipsBroadcastsThemAndDeletesThem() async throws {
         let certificates = try await TestCertificates()
         defer { certificates.remove() }
         try await ClipServer.with(ClipServer.https(certificates)) { server in
@@ -119,18 +119,43 @@ struct PushAlibabaTests {
                         try await platform.wait(for: "the second reply") { _ in texts("thing/service/SpeechPost_reply").count == 2 }
                         try await push.waitForLog("corpus push already noted")
 
-                        // What needs combination broadcast: answered "not supported" (code 100000), asynchronous and RRPC.
-                        try await invoke(
-                            "thing/service/SpeechBroadcast",
-                            #"{"id":"102","method":"thing.service.SpeechBroadcast","params":{"speechs":["100wan","{$12.50}"],"id":"S-1","format":"wav"}}"#)
+                        // SpeechBroadcast with the pushed clip and an amount: spoken once, answered once heard (result 0,
+                        // the device SDK's shape); the same speech id again (the platform's retry): not spoken again,
+                        // answered duplicate (1); a corpus id nowhere: answered not found (2), nothing queued.
+                        func broadcast(_ id: String, _ speechID: String, _ speechs: String) async throws {
+                            try await invoke(
+                                "thing/service/SpeechBroadcast",
+                                #"{"id":"\#(id)","method":"thing.service.SpeechBroadcast","params":{"speechs":\#(speechs),"id":"\#(speechID)","format":"wav"}}"#)
+                        }
+                        let replies = "thing/service/SpeechBroadcast_reply"
+                        try await broadcast("102", "S-1", #"["100wan","{$12.50}"]"#)
+                        try await platform.wait(for: "the broadcast's answer") { _ in texts(replies).count == 1 }
+                        #expect(texts(replies) == [#"{"code":200,"data":{"error_message":"success","result":0,"task_id":"S-1"},"id":"102"}"#])
+                        let heard = try await daemon.jobs(order: "S-1")
+                        #expect(heard.map(\.text) == ["100wan十二点五元"] && heard.map(\.state) == [.spoken], "\(heard)")
+                        try await broadcast("103", "S-1", #"["100wan","{$12.50}"]"#)
+                        try await broadcast("104", "S-3", #"["no-such-clip"]"#)
+                        try await platform.wait(for: "two more answers") { _ in texts(replies).count == 3 }
+                        #expect(texts(replies)[1].hasPrefix(#"{"code":200,"data":{"error_message":"duplicate speech id"#), "\(texts(replies))")
+                        #expect(texts(replies)[1].hasSuffix(#""result":1,"task_id":"S-1"},"id":"103"}"#), "\(texts(replies))")
+                        #expect(texts(replies)[2].contains(#""result":2,"task_id":"S-3"},"id":"104"}"#), "\(texts(replies))")
+                        #expect(try await daemon.jobs(order: "S-1").count == 1, "heard once")
+                        #expect(try await daemon.jobs(order: "S-3").isEmpty, "nothing queued")
+
+                        // SyncSpeechBroadcast by RRPC: answered on the RRPC response topic as soon as the daemon has it.
                         try await invoke(
                             "rrpc/request/77",
-                            #"{"id":"103","method":"thing.service.SyncSpeechBroadcast","params":{"speechs":["100wan"],"id":"S-2","format":"wav"}}"#)
-                        try await platform.wait(for: "both answers") { _ in
-                            !texts("thing/service/SpeechBroadcast_reply").isEmpty && !texts("rrpc/response/77").isEmpty
-                        }
-                        #expect(texts("thing/service/SpeechBroadcast_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"102","message":"not supported: SpeechBroadcast"#) == true)
-                        #expect(texts("rrpc/response/77").first?.hasPrefix(#"{"code":100000,"data":{},"id":"103""#) == true)
+                            #"{"id":"105","method":"thing.service.SyncSpeechBroadcast","params":{"speechs":["{$3}"],"id":"S-2","format":"wav"}}"#)
+                        try await platform.wait(for: "the RRPC answer") { _ in !texts("rrpc/response/77").isEmpty }
+                        #expect(texts("rrpc/response/77") == [#"{"code":200,"data":{"error_message":"success","result":0,"task_id":"S-2"},"id":"105"}"#])
+                        let synchronous = try #require(try await daemon.jobs(order: "S-2").first)
+                        #expect(synchronous.text == "三元", "\(synchronous)")
+                        #expect(texts(replies).count == 3, "no SpeechBroadcast answer for the RRPC one")
+
+                        // A service this device does not offer: answered "not supported" (code 100000).
+                        try await invoke("thing/service/SpeechReplay", #"{"id":"106","method":"thing.service.SpeechReplay","params":{}}"#)
+                        try await platform.wait(for: "the not-supported answer") { _ in !texts("thing/service/SpeechReplay_reply").isEmpty }
+                        #expect(texts("thing/service/SpeechReplay_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"106","message":"not supported: SpeechReplay"#) == true)
 
                         // DeleteSpeech: answered 200; the clip goes, and the properties say so.
                         try await invoke(

@@ -239,6 +239,42 @@ struct ReceiptStoreTests {
         #expect(Self.drain(outbox).map(\.order) == ["OWED"])
     }
 
+    /// A receipt that answers a request (an Alibaba Cloud combination broadcast) goes to that request's reply topic,
+    /// encoded with its address, once its job ends; owed across a restart, it still goes there.
+    @Test func aReceiptThatAnswersARequestGoesToItsReplyTopic() async throws {
+        let directory = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let settings = Receipts.Settings(device: "T1", keyID: "alibaba", key: []) { receipt, _, replyTo in
+            Array("\(receipt.order) \(receipt.state.rawValue) \(replyTo?.id ?? "-")".utf8)
+        }
+        func engine() -> (Receipts, Outbox) {
+            let outbox = Outbox(statusTopic: "s", receiptTopic: "r", logger: Self.logger)
+            return (Receipts(store: ReceiptStore(directory: directory), settings: settings, outbox: outbox, logger: Self.logger), outbox)
+        }
+        let address = ReceiptEntry.ReplyAddress(topic: "t/SpeechBroadcast_reply", id: "102")
+        do {
+            let (receipts, outbox) = engine()
+            receipts.handedOver(order: "S-1", reply: .accepted(Self.job(4, .queued, order: "S-1")), replyTo: address)
+            receipts.handedOver(order: "P-1", reply: .accepted(Self.job(5, .queued, order: "P-1")))
+            #expect(outbox.next() == nil)
+        }
+        let (receipts, outbox) = engine()
+        #expect(try receipts.store.load().entries.map(\.replyTo) == [address, nil])
+        receipts.finalState(Self.job(5, .spoken, order: "P-1"))
+        receipts.finalState(Self.job(4, .spoken, order: "S-1"))
+        var published: [(String, String)] = []
+        var mid: Int32 = 1
+        while let message = outbox.next() {
+            published.append((message.topic, String(decoding: message.payload, as: UTF8.self)))
+            outbox.sent(message.item, mid: mid)
+            if case .receipt(let seq) = outbox.acknowledged(mid: mid) { receipts.acknowledged(seq) }
+            mid += 1
+        }
+        #expect(published.map(\.0) == ["t/SpeechBroadcast_reply", "r"])
+        #expect(published.map(\.1) == ["S-1 heard 102", "P-1 heard -"])
+        try await waitUntil { (try? receipts.store.load().entries.isEmpty) == true }
+    }
+
     /// An entry the disk refuses is kept in memory; its receipt is published only once it is written.
     @Test func anEntryTheDiskRefusesWaitsForTheDisk() async throws {
         let directory = try Self.folder()
