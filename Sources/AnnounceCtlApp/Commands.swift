@@ -23,6 +23,9 @@ struct JobOptions: ParsableArguments {
     @Option(
         name: [.short, .long], help: ArgumentHelp("Drop it if not started within this many seconds.", valueName: "s"))
     var ttl: Double?
+
+    @Flag(help: "Play through the speaker's mute, if this terminal allows it (audio.allow_enforce).")
+    var enforce = false
 }
 
 struct Say: ParsableCommand {
@@ -80,7 +83,7 @@ struct Say: ParsableCommand {
         Request(
             id: requestID(), op: "say", amount: amount, fen: fen, channel: channel, refund: refund ? true : nil,
             lang: lang, style: style, liang: liang ? true : nil, order: order, priority: job.priority, ttl: job.ttl,
-            wait: job.wait ? true : nil)
+            wait: job.wait ? true : nil, enforce: job.enforce ? true : nil)
     }
 
     func run() throws {
@@ -113,7 +116,7 @@ struct Prompt: ParsableCommand {
     func run() throws {
         let request = Request(
             id: requestID(), op: "prompt", lang: lang, priority: job.priority, ttl: job.ttl,
-            wait: job.wait ? true : nil, prompt: name)
+            wait: job.wait ? true : nil, prompt: name, enforce: job.enforce ? true : nil)
         try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
     }
 }
@@ -153,7 +156,7 @@ struct Combine: ParsableCommand {
     func run() throws {
         let request = Request(
             id: requestID(), op: "combine", lang: lang, order: order, priority: job.priority, ttl: job.ttl,
-            wait: job.wait ? true : nil, parts: parts.map(Request.Part.init(listItem:)))
+            wait: job.wait ? true : nil, parts: parts.map(Request.Part.init(listItem:)), enforce: job.enforce ? true : nil)
         try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
     }
 }

@@ -40,7 +40,7 @@ struct SayText: ParsableCommand {
     func run() throws {
         let request = Request(
             id: requestID(), op: "text", lang: lang, order: order, priority: job.priority, ttl: job.ttl,
-            wait: job.wait ? true : nil, text: text)
+            wait: job.wait ? true : nil, text: text, enforce: job.enforce ? true : nil)
         try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
     }
 }

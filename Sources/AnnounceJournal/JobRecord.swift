@@ -48,11 +48,15 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var startedBootMs: Int64?
     public var finishedBoot: String?
     public var finishedBootMs: Int64?
+    /// Asked to play through the owner's mute (`enforce`); nil: not asked.
+    public var enforce: Bool?
 
     public init(
         priority: JobPriority, utterance: Utterance, lang: String?, style: ReadingStyle?, liang: Bool?,
-        order: String?, announcement: Announcement, replayOf: UInt64? = nil, accepted: ClockStamp, ttlMs: Int64?
+        order: String?, announcement: Announcement, replayOf: UInt64? = nil, accepted: ClockStamp, ttlMs: Int64?,
+        enforce: Bool = false
     ) {
+        self.enforce = enforce ? true : nil
         self.priority = priority.rawValue
         self.utterance = String(decoding: (try? JSONEncoder().encode(utterance)) ?? Data(), as: UTF8.self)
         self.lang = lang
@@ -107,7 +111,7 @@ public struct JobRecord: Codable, Sendable, Equatable {
             startedAt: startedAt.map(WallClock.iso8601(ms:)), finishedAt: finishedAt.map(WallClock.iso8601(ms:)),
             ttl: ttlMs.map { Double($0) / 1000 }, firstSampleMs: firstSampleMs, finishedMs: finishedMs,
             error: errorCode.map { ErrorInfo(code: $0, message: errorMessage ?? "") },
-            attempts: attempts > 0 ? attempts : nil)
+            attempts: attempts > 0 ? attempts : nil, enforce: enforce == true ? true : nil)
     }
 }
 
@@ -207,7 +211,7 @@ extension JobRecord {
         "id", "priority", "utterance", "lang", "style", "liang", "order_id", "text", "tokens", "amount", "channel",
         "refund", "prompt", "replay_of", "accepted_at", "ttl_ms", "state", "started_at", "finished_at",
         "first_sample_ms", "finished_ms", "error_code", "error_message", "attempts", "accepted_boot",
-        "accepted_boot_ms", "started_boot", "started_boot_ms", "finished_boot", "finished_boot_ms",
+        "accepted_boot_ms", "started_boot", "started_boot_ms", "finished_boot", "finished_boot_ms", "enforce",
     ]
 
     /// A row of `SELECT <columns> FROM job`.
@@ -242,6 +246,7 @@ extension JobRecord {
         startedBootMs = row.int64(27)
         finishedBoot = row.text(28)
         finishedBootMs = row.int64(29)
+        enforce = row.bool(30)
     }
 
     private static let select = "SELECT \(columns.joined(separator: ", ")) FROM job WHERE "
@@ -266,6 +271,7 @@ extension JobRecord {
             priority, utterance, lang, style, liang, orderId, text, tokens, amount, channel, refund, prompt, replayOf,
             acceptedAt, ttlMs, state, startedAt, finishedAt, firstSampleMs, finishedMs, errorCode, errorMessage,
             attempts, acceptedBoot, acceptedBootMs, startedBoot, startedBootMs, finishedBoot, finishedBootMs,
+            enforce,
         ]
     }
 

@@ -57,6 +57,11 @@ enum JournalSchema {
                 ALTER TABLE dedup ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1;
                 """)
         },
+        Migration(identifier: "v4: enforce") { (db) throws(SQLiteError) in
+            // Whether the job asked to play through the owner's mute (`enforce`): a job recovered after a restart
+            // asks it again. Rows from before have none (not asked).
+            try db.executeScript(#"ALTER TABLE "job" ADD COLUMN "enforce" BOOLEAN"#)
+        },
     ]
 
     /// The identifiers of the migrations applied to the file.

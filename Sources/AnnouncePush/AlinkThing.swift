@@ -118,7 +118,8 @@ public struct AlibabaThingSettings: Sendable {
 /// of clips, fetched when the task runs), `DeleteSpeech` (`speechs: [{id, format}]`) and the delete-all service.
 /// What maps onto the daemon's combination (`combine`): `SpeechBroadcast` and its synchronous form
 /// `SyncSpeechBroadcast` (RRPC), whose `params` the platform's device SDK reads as `speechs` (corpus ids and `{$…}`
-/// amounts, in order), `id` (the speech id: a retry carries the same one) and `format`. Every other service —
+/// amounts, in order), `id` (the speech id: a retry carries the same one) and `format`; and `enforce` (the cloud
+/// API's `EnforceFlag`: play through the mute, if the terminal's daemon allows it). Every other service —
 /// replay, repeat — is answered with code ``notSupported`` until those exist here.
 public struct AlinkThing: Sendable {
     public static let speechUpdateEvent = "SpeechUpdateResponse"
@@ -221,6 +222,21 @@ public struct AlinkThing: Sendable {
         var speechs: [String]?
         var id: String?
         var format: String?
+        var enforce: Flag?
+    }
+
+    /// A flag given as a boolean or as 0/1.
+    private struct Flag: Decodable {
+        var value: Bool
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let flag = try? container.decode(Bool.self) {
+                value = flag
+            } else {
+                value = try container.decode(Int.self) != 0
+            }
+        }
     }
 
     private struct Response: Decodable {
@@ -308,7 +324,8 @@ public struct AlinkThing: Sendable {
                     "params.speechs must hold 1 to \(CombinationPart.maximumCount) items of 1 to 64 printable characters")
             }
             let request = Request(
-                id: "alink-\(id)", op: "combine", order: speechID, parts: speechs.map(Request.Part.init(listItem:)))
+                id: "alink-\(id)", op: "combine", order: speechID, parts: speechs.map(Request.Part.init(listItem:)),
+                enforce: params.enforce?.value == true ? true : nil)
             return .broadcast(
                 Broadcast(
                     speechID: speechID, request: request,

@@ -117,11 +117,11 @@ public struct VerifiedPayment: Sendable, Equatable {
         if let parts = message.parts {
             return Request(
                 id: message.order, op: "combine", style: style?.rawValue, liang: liang, order: message.order,
-                parts: parts.map(Request.Part.init(listItem:)))
+                parts: parts.map(Request.Part.init(listItem:)), enforce: message.enforce)
         }
         return Request(
             id: message.order, op: "say", fen: amount?.fen, channel: message.channel, refund: message.refund,
-            style: style?.rawValue, liang: liang, order: message.order)
+            style: style?.rawValue, liang: liang, order: message.order, enforce: message.enforce)
     }
 }
 

@@ -63,6 +63,9 @@ public struct PushMessage: Sendable, Equatable {
     /// Absent: the listener's `[reading]`, else the daemon's defaults.
     public var style: ReadingStyle?
     public var liang: Bool?
+    /// Play through the speaker's mute (optional; signed when present), if the terminal allows it
+    /// (`audio.allow_enforce` of its daemon).
+    public var enforce: Bool?
     /// Unix time in milliseconds when the payment service created the message.
     public var createdAt: Int64
     public var keyID: String
@@ -72,8 +75,9 @@ public struct PushMessage: Sendable, Equatable {
     public init(
         device: String, order: String, amount: PushAmount?, currency: String = "CNY", channel: String = "plain",
         refund: Bool = false, createdAt: Int64, keyID: String, signature: String? = nil, style: ReadingStyle? = nil,
-        liang: Bool? = nil, parts: [String]? = nil
+        liang: Bool? = nil, parts: [String]? = nil, enforce: Bool? = nil
     ) {
+        self.enforce = enforce
         self.device = device
         self.order = order
         self.amount = amount
@@ -88,8 +92,8 @@ public struct PushMessage: Sendable, Equatable {
         self.liang = liang
     }
 
-    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `style`, `liang` and `parts`
-    /// have a line only when the message carries them, so a message without them is signed as before they existed; a
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `style`, `liang`, `enforce`
+    /// and `parts` have a line only when the message carries them, so a message without them is signed as before they existed; a
     /// combination has its `parts` line (the parts joined by `|`, which no part may hold) instead of the amount line,
     /// and no `channel` or `refund` line.
     public var canonical: String {
@@ -106,6 +110,7 @@ public struct PushMessage: Sendable, Equatable {
         }
         if let style { lines.append("style=\(style.rawValue)") }
         if let liang { lines.append("liang=\(liang)") }
+        if let enforce { lines.append("enforce=\(enforce)") }
         lines.append("created_at=\(createdAt)")
         return lines.joined(separator: "\n")
     }
@@ -127,6 +132,7 @@ public struct PushMessage: Sendable, Equatable {
         var kid: String?
         var sig: String?
         var parts: [String]?
+        var enforce: Bool?
     }
 
     /// Joins the parts in the canonical text; no part may contain it.
@@ -136,7 +142,8 @@ public struct PushMessage: Sendable, Equatable {
     public func payload() -> [UInt8] {
         var wire = Wire(
             v: Self.version, device: device, order: order, currency: currency, channel: channel, refund: refund,
-            style: style?.rawValue, liang: liang, created_at: createdAt, kid: keyID, sig: signature, parts: parts)
+            style: style?.rawValue, liang: liang, created_at: createdAt, kid: keyID, sig: signature, parts: parts,
+            enforce: enforce)
         switch amount {
         case .text(let text): wire.amount = text
         case .fen(let fen): wire.fen = fen
@@ -187,6 +194,7 @@ public struct PushMessage: Sendable, Equatable {
             style = parsed
         }
         liang = wire.liang
+        enforce = wire.enforce
         createdAt = try required(wire.created_at, "created_at")
         guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
         switch (wire.amount, wire.fen, wire.parts) {

@@ -216,6 +216,9 @@ struct MessageOptions: ParsableArguments {
             valueName: "part"))
     var parts: [String] = []
 
+    @Flag(help: "Ask the speaker to play through its mute (if its daemon allows it: audio.allow_enforce).")
+    var enforce = false
+
     @OptionGroup var signer: SignerOptions
 
     /// The signed message.
@@ -235,7 +238,7 @@ struct MessageOptions: ParsableArguments {
         let message = PushMessage(
             device: device, order: order, amount: parts.isEmpty ? amount.map(PushAmount.text) ?? .fen(fen ?? 0) : nil,
             currency: currency, channel: channel, refund: refund, createdAt: createdAt, keyID: keyID,
-            style: readingStyle, liang: liang, parts: parts.isEmpty ? nil : parts)
+            style: readingStyle, liang: liang, parts: parts.isEmpty ? nil : parts, enforce: enforce ? true : nil)
         // What the listener would refuse for its shape is refused here too (the signature is not checked yet).
         do {
             _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())

@@ -20,6 +20,9 @@ public struct AudioConfiguration: Sendable, Equatable {
     /// threshold (`DaemonConfiguration.volumeThreshold`) is the other way to give it.
     public var volumeThresholdDecibels: Double?
     public var mutePolicy: MutePolicy = .respect
+    /// Whether a job that asks (`enforce`: the fleet's enforce flag) plays through the owner's mute under the
+    /// `respect` policy.
+    public var allowEnforce = false
     /// Other streams' volume controls, lowered by `duckDecibels` while announcements play.
     public var duckControls: [MixerElementAddress] = []
     /// How much quieter the other streams get, dB (0: mix without ducking).
@@ -66,6 +69,7 @@ public struct AudioConfiguration: Sendable, Equatable {
         """
         mixer = "\(mixer.map { "\($0)" } ?? "none")"
         mute_policy = "\(mutePolicy.rawValue)"
+        allow_enforce = \(allowEnforce)
         duck_controls = [\(duckControls.map { "\"\($0)\"" }.joined(separator: ", "))]
         duck_db = \(duckDecibels)
         duck_ramp_ms = \(duckRampMs)
@@ -83,6 +87,7 @@ public struct AudioOverrides: Sendable {
     /// A threshold flag in dB (a percentage goes to `ConfigurationOverrides.volumeThreshold`).
     public var volumeThresholdDecibels: Double?
     public var mutePolicy: MutePolicy?
+    public var allowEnforce: Bool?
     public var duckControls: [MixerElementAddress]?
     public var duckDecibels: Double?
     public var duckRampMs: Int?
@@ -96,6 +101,7 @@ public struct AudioOverrides: Sendable {
         if let mixer { configuration.mixer = mixer }
         if let volumeThresholdDecibels { configuration.volumeThresholdDecibels = volumeThresholdDecibels }
         if let mutePolicy { configuration.mutePolicy = mutePolicy }
+        if let allowEnforce { configuration.allowEnforce = allowEnforce }
         if let duckControls { configuration.duckControls = duckControls }
         if let duckDecibels { configuration.duckDecibels = duckDecibels }
         if let duckRampMs { configuration.duckRampMs = duckRampMs }

@@ -41,7 +41,7 @@ struct AudioSetup {
             // I/O, nor hold it up (issue 16).
             let guarded = VolumeGuard(
                 control: element, threshold: threshold, mutePolicy: audio.mutePolicy, stateFile: stateFile,
-                logger: logger, monitor: try AlsaMixerElement(address: address))
+                logger: logger, monitor: try AlsaMixerElement(address: address), allowEnforce: audio.allowEnforce)
             do {
                 try element.connect()
                 // A dB threshold on an element without dB information can never work: refuse to start.

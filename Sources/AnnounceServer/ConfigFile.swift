@@ -175,6 +175,7 @@ public enum ConfigFile {
             case "lead_in_ms": int(key, value) { $0.leadInMs = $1 }
             case "pause_ms": int(key, value) { $0.pauseMs = $1 }
             case "keep_open": bool(key, value) { $0.keepDeviceOpen = $1 }
+            case "allow_enforce": bool(key, value) { $0.audio.allowEnforce = $1 }
             case "end_ahead_ms": int(key, value) { $0.endAheadMs = $1 }
             case "tail_ms": int(key, value) { $0.tailMs = $1 }
             case "volume_threshold": threshold(key, value)

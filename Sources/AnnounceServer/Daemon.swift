@@ -219,11 +219,12 @@ public final class Daemon: Sendable {
         let record = JobRecord(
             priority: request.priority, utterance: request.utterance, lang: pack.language, style: request.style,
             liang: request.liang, order: request.order, announcement: announcement, replayOf: replayOf,
-            accepted: .wall(WallClock.nowMs), ttlMs: ttlMs.flatMap { $0 > 0 ? $0 : nil })
-        let job = Job(
+            accepted: .wall(WallClock.nowMs), ttlMs: ttlMs.flatMap { $0 > 0 ? $0 : nil }, enforce: request.enforce)
+        var job = Job(
             id: 0, utterance: request.utterance, order: request.order, announcement: announcement,
             acceptedAt: received, priority: request.priority,
             expiresAt: ttlMs.flatMap { $0 > 0 ? received + UInt64($0) * 1_000_000 : nil }, voice: pack)
+        job.enforce = request.enforce
         let committing = Monotonic.nanos
         let submission = try await jobs.accept(job, record: record, dedupKey: request.order.map { ($0, request.utterance.dedupKind) })
         if case .accepted(let info) = submission {
@@ -275,6 +276,7 @@ public final class Daemon: Sendable {
                     acceptedAt: monotonic > ageNanos ? monotonic - ageNanos : 0, priority: record.jobPriority,
                     expiresAt: expiresAt, voice: pack)
                 job.attempts = record.attempts
+                job.enforce = record.enforce == true
                 var info = record.info
                 info.state = .queued
                 adopted.append((job, info))

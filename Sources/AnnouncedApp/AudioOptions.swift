@@ -28,6 +28,11 @@ struct AudioOptions: ParsableArguments {
         help: ArgumentHelp("When the mixer is muted: respect (do not play, report muted) or override.", valueName: "p"))
     var mutePolicy: String?
 
+    @Flag(
+        name: .customLong("allow-enforce"),
+        help: "Play a job that asks (enforce: the fleet's enforce flag) through the mute, under --mute-policy respect.")
+    var allowEnforce = false
+
     @Option(
         name: .customLong("duck-control"),
         help: ArgumentHelp(
@@ -98,6 +103,7 @@ struct AudioOptions: ParsableArguments {
         overrides.audio.duckDecibels = duckDecibels.map(abs)  // "20" and "=-20" both mean 20 dB quieter
         overrides.audio.duckRampMs = duckRampMs
         overrides.audio.threadNice = threadNice
+        if allowEnforce { overrides.audio.allowEnforce = true }
         overrides.audio.giveUpAfterMs = try milliseconds(giveUpAfter, "device-give-up", "audio.device_give_up")
         overrides.audio.maximumBackoffMs = try milliseconds(
             maximumBackoff, "device-retry-max", "audio.device_retry_max")

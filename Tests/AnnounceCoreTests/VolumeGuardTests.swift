@@ -18,11 +18,50 @@ struct VolumeGuardTests {
     }
 
     func makeGuard(
-        _ control: FakeVolumeControl, threshold: VolumeLevel? = .percent(60), policy: MutePolicy = .respect
+        _ control: FakeVolumeControl, threshold: VolumeLevel? = .percent(60), policy: MutePolicy = .respect,
+        allowEnforce: Bool = false
     ) -> VolumeGuard {
         VolumeGuard(
             control: control, threshold: threshold, mutePolicy: policy, stateFile: stateFile,
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test"), allowEnforce: allowEnforce)
+    }
+
+    /// A job that enforces it plays through the owner's mute (unmuted and raised, put back muted after), when the
+    /// terminal allows it; the jobs after it in the burst that do not are muted, as the owner wants.
+    @Test func anEnforcedJobPlaysThroughTheMuteWhereAllowed() throws {
+        let control = FakeVolumeControl(raw: [10, 10], switches: [false])
+        let guarded = makeGuard(control, policy: .respect, allowEnforce: true)
+        #expect(guarded.begin() == .muted, "not enforced: the mute is respected")
+        #expect(control.writes.isEmpty)
+        #expect(guarded.begin(enforce: true) == .play)
+        #expect(control.value == VolumeReading(raw: [60, 60], switches: [true, true]))
+        #expect(guarded.begin() == .muted, "the next job of the burst does not enforce it")
+        #expect(guarded.begin(enforce: true) == .play)
+        guarded.end()
+        #expect(control.value == VolumeReading(raw: [10, 10], switches: [false, false]))
+        #expect(try stateFile.entries().isEmpty)
+        #expect(guarded.status().allowEnforce == true)
+    }
+
+    @Test func anEnforcedJobFollowsTheMutePolicyWhereNotAllowed() {
+        let control = FakeVolumeControl(raw: [10], switches: [false])
+        let guarded = makeGuard(control, policy: .respect)
+        #expect(guarded.begin(enforce: true) == .muted)
+        #expect(control.writes.isEmpty)
+        #expect(guarded.status().allowEnforce == nil)
+    }
+
+    /// The owner mutes while a burst plays: an enforced job after that is unmuted for, and the mute comes back.
+    @Test func anEnforcedJobMidBurstUnmutesWhatTheOwnerMuted() {
+        let control = FakeVolumeControl(raw: [80], switches: [true])
+        let guarded = makeGuard(control, policy: .respect, allowEnforce: true)
+        #expect(guarded.begin() == .play)
+        control.userSets(switches: [false])
+        #expect(guarded.begin() == .muted)
+        #expect(guarded.begin(enforce: true) == .play)
+        #expect(control.value.switches == [true])
+        guarded.end()
+        #expect(control.value == VolumeReading(raw: [80], switches: [false]), "the owner's mute is back")
     }
 
     @Test func belowThresholdIsRaisedAndTheExactOriginalComesBackAfter() throws {

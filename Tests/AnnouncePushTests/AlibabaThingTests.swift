@@ -156,6 +156,16 @@ struct AlibabaThingTests {
             return
         }
         #expect(rrpc.synchronous && rrpc.speechID == "S2")
+        #expect(broadcast.request.enforce == nil && rrpc.request.enforce == nil)
+        for flag in ["true", "1"] {
+            let enforced = read(
+                "thing/service/SpeechBroadcast", #"{"id":"13","params":{"speechs":["ZFBDZ"],"id":"S4","enforce":"# + flag + "}}")
+            guard case .broadcast(let loud) = enforced else {
+                Issue.record("enforce \(flag): \(enforced)")
+                continue
+            }
+            #expect(loud.request.enforce == true, "enforce \(flag)")
+        }
         #expect(rrpc.replyTo == ReceiptEntry.ReplyAddress(topic: prefix + "rrpc/response/1234567", id: "11"))
 
         for params in [#"{"speechs":[],"id":"S3"}"#, #"{"speechs":["a"]}"#, #"{"speechs":[1],"id":"S3"}"#, #"{"speechs":["a"],"id":""}"#] {

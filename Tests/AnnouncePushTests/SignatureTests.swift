@@ -70,6 +70,22 @@ struct SignatureTests {
 
     /// A combination (docs/push.md, "Combination broadcast"): `parts` instead of an amount, signed in a `parts` line of
     /// its own (no channel or refund line), forwarded as the daemon's `combine` with the order as its id.
+    /// `enforce` (play through the mute) is signed when present, and asked of the daemon; a message without it is
+    /// signed as before it existed.
+    @Test func enforceIsSignedAndAskedOfTheDaemon() throws {
+        var payment = message(order: "E-1")
+        #expect(!payment.canonical.contains("enforce"))
+        payment.enforce = true
+        #expect(payment.canonical.hasSuffix("\nenforce=true\ncreated_at=1795415589123"), "\(payment.canonical)")
+        let original = try signed(payment)
+        let verified = try verifier.verify(original.payload(), nowMs: Self.now)
+        #expect(verified.request.enforce == true && verified.request.op == "say")
+        var stripped = original
+        stripped.enforce = nil
+        let error = #expect(throws: AnnounceError.self) { try verifier.verify(stripped.payload(), nowMs: Self.now) }
+        #expect(error?.code == .badSignature)
+    }
+
     @Test func aSignedCombinationBecomesACombineWithItsParts() throws {
         var combination = message(order: "SP-1")
         combination.amount = nil

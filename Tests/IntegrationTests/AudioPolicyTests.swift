@@ -173,6 +173,31 @@ extension DaemonIntegration {
             }
         }
 
+        /// Policy `respect` on a terminal that allows enforcing (`--allow-enforce`): a payment that asks for it
+        /// (`--enforce`, the fleet's enforce flag) is heard through the mute, and the mute comes back; one that does
+        /// not is not played.
+        @Test func mutedAnEnforcedJobIsHeardWhereAllowedAndTheMuteComesBack() async throws {
+            try await withRig { rig in
+                try await rig.setMixer("mute")
+                try await withDaemon(
+                    rig: rig, arguments: ["--mixer", "pulse", "--mute-policy", "respect", "--allow-enforce"]
+                ) { daemon in
+                    let plain = try await daemon.ctl(["say", "--wait", "5"])
+                    #expect(plain.status == 5 && plain.stdout.contains("muted"), "\(plain)")
+                    var reply: CommandResult?
+                    let captured = try await rig.capture { reply = try await daemon.ctl(["say", "--wait", "--enforce", "100"]) }
+                    #expect(reply?.status == 0, "\(String(describing: reply))\n\(daemon.log)")
+                    let match = AudioMatch.correlation(expected: try rendered("100"), captured: captured)
+                    #expect(match.value > 0.9, "the enforced alert was not heard (\(match.value))")
+                    try await daemon.waitUntilIdle()
+                    let after = try await rig.waitForMixer() { !$0.on }
+                    #expect(after.on == false, "the owner's mute is back")
+                    let job = try #require(try await daemon.reply(Request(op: "history", limit: 1)).jobs?.first)
+                    #expect(job.enforce == true && job.state == .spoken, "\(job)")
+                }
+            }
+        }
+
         /// Music (a 3 kHz tone on the rig's "music" stream) with an announcement over it: the capture, the tone's
         /// level in 0.1 s windows, the announcement's place in the capture, and the music control as amixer saw it.
         struct MusicRun {

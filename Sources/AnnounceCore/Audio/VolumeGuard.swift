@@ -60,6 +60,9 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
 
     public let address: MixerElementAddress
     public let mutePolicy: MutePolicy
+    /// Whether a job that asks (`enforce`) plays through the owner's mute under the `respect` policy, as the
+    /// `override` policy plays every job (`audio.allow_enforce`). Without it, such a job follows `mutePolicy`.
+    public let allowEnforce: Bool
     /// The loudness an alert needs; changed by `setThreshold` (a `volume` request, a reload).
     private var threshold: VolumeLevel?
     private let control: any VolumeControl
@@ -72,6 +75,11 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
 
     /// Inside a burst (between `begin` and `end`).
     private var active = false
+    /// This burst plays through the owner's mute for a job that enforced it: the jobs after it that do not are
+    /// muted, as the owner wants.
+    private var enforcedThroughMute = false
+    /// The mute policy of the burst playing: the terminal's, or `override` once a job enforced it.
+    private var burstPolicy: MutePolicy
     /// What the daemon changed and still has to put back.
     private var pending: MixerStateFile.Entry?
     private var lastError: AnnounceError?
@@ -86,8 +94,10 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
 
     public init(
         control: any VolumeControl, threshold: VolumeLevel?, mutePolicy: MutePolicy, stateFile: MixerStateFile?,
-        logger: Logger, monitor: (any VolumeControl)? = nil
+        logger: Logger, monitor: (any VolumeControl)? = nil, allowEnforce: Bool = false
     ) {
+        self.allowEnforce = allowEnforce
+        self.burstPolicy = mutePolicy
         self.address = control.address
         self.control = control
         self.monitor = monitor
@@ -139,29 +149,55 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     }
 
     /// Called before every job. The first call of a burst raises/unmutes as needed; later ones only re-check
-    /// the mute switch (an owner who mutes mid-burst is respected from the next job on).
-    public func begin() -> Decision {
+    /// the mute switch (an owner who mutes mid-burst is respected from the next job on). A job that `enforce`s it
+    /// plays through the mute when ``allowEnforce`` (as under the `override` policy), mid-burst too; the jobs after
+    /// it in the burst that do not are muted.
+    public func begin(enforce: Bool = false) -> Decision {
         lock.lock()
         defer { lock.unlock() }
+        let enforced = enforce && allowEnforce && mutePolicy == .respect
+        if enforce && !enforced && mutePolicy == .respect {
+            logger.notice(
+                "a job asks to play through the mute; this terminal does not allow it (audio.allow_enforce)",
+                metadata: ["mixer": "\(address)"])
+        }
+        let policy = enforced ? MutePolicy.override : mutePolicy
         let reading: VolumeReading
         do { reading = try control.read() } catch {
             note(error, "cannot read the volume; playing at whatever volume is set")
             active = true
             return .play
         }
+        let muted = reading.isMuted || softMute != nil
         if active {
-            // The daemon's own unmute looks like "not muted"; only a mute made since counts.
-            return (reading.isMuted || softMute != nil) && mutePolicy == .respect ? .muted : .play
+            if enforced {
+                // Muted since the burst began (or this burst unmuted it already): held unmuted for this job.
+                burstPolicy = .override
+                if muted {
+                    hold(original: owner(reading), current: reading, policy: .override)
+                    enforcedThroughMute = true
+                }
+                return .play
+            }
+            // The daemon's own unmute looks like "not muted"; only a mute made since counts, or one an enforced
+            // job played through.
+            return (muted || enforcedThroughMute) && policy == .respect ? .muted : .play
         }
         noticeSoftUnmute(reading)
-        if (reading.isMuted || softMute != nil) && mutePolicy == .respect {
+        let mutedNow = reading.isMuted || softMute != nil
+        if mutedNow && policy == .respect {
             logger.notice("output is muted; not playing (mute policy respect)", metadata: ["mixer": "\(address)"])
             return .muted
         }
         active = true
+        burstPolicy = policy
+        enforcedThroughMute = mutedNow && enforced
+        if enforcedThroughMute {
+            logger.notice("output is muted; playing through it for a job that enforces it", metadata: ["mixer": "\(address)"])
+        }
         let original = owner(reading)
         observe(original)
-        hold(original: original, current: reading)
+        hold(original: original, current: reading, policy: policy)
         return .play
     }
 
@@ -171,6 +207,8 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         defer { lock.unlock() }
         guard active else { return }
         active = false
+        enforcedThroughMute = false
+        burstPolicy = mutePolicy
         restore()
     }
 
@@ -250,7 +288,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
             throw AnnounceError(.internalError, "a level for \(wanted.raw.count) channels of \(address)")
         }
         if active {
-            hold(original: wanted, current: current)
+            hold(original: wanted, current: current, policy: burstPolicy)
         } else {
             if pending != nil {
                 // An earlier alert's raise that could not be put back: the owner's new level replaces it.
@@ -273,6 +311,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         var status = VolumeStatus(
             element: "\(address)", threshold: threshold?.description, mutePolicy: mutePolicy,
             raised: pending != nil, raises: raises, restores: restores, userOverrides: userOverrides)
+        if allowEnforce { status.allowEnforce = true }
         let threshold = self.threshold
         let held = pending
         let mutedFrom = softMute
@@ -318,12 +357,13 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
         return current
     }
 
-    /// Makes the mixer at least as loud as the threshold (and unmuted under `override`) for the alert, remembering
-    /// `original` — the owner's level — to put back after it. Mixer problems are logged, never thrown.
-    private func hold(original: VolumeReading, current: VolumeReading) {
+    /// Makes the mixer at least as loud as the threshold (and unmuted under `override`, the terminal's policy or an
+    /// enforced job's) for the alert, remembering `original` — the owner's level — to put back after it. Mixer
+    /// problems are logged, never thrown.
+    private func hold(original: VolumeReading, current: VolumeReading, policy: MutePolicy) {
         var target = original
         // Muted by the mute key on an element without a switch, under `respect`: silence now, nothing raised.
-        let softMuted = softMute != nil && mutePolicy == .respect
+        let softMuted = softMute != nil && policy == .respect
         if let threshold, !softMuted {
             do {
                 let floor = try VolumeMapping.raw(for: threshold, scale: control.scale(), element: "\(address)")
@@ -332,7 +372,7 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
                 note(error, "cannot work out the volume threshold")
             }
         }
-        if original.isMuted, mutePolicy == .override, let switches = original.switches {
+        if original.isMuted, policy == .override, let switches = original.switches {
             target.switches = switches.map { _ in true }
         }
         do {
@@ -469,6 +509,8 @@ public struct VolumeStatus: Sendable, Equatable, Codable {
     public var everydayRaw: [Int]?
     public var level: Int?
     public var mutePolicy: MutePolicy
+    /// True when a job that asks plays through the mute (`audio.allow_enforce`).
+    public var allowEnforce: Bool?
     /// Whether the daemon holds the volume raised (or unmuted) now.
     public var raised: Bool
     public var raises: Int

@@ -63,6 +63,8 @@ public struct Job: Sendable, Identifiable, Equatable, Schedulable {
     public var voice: VoicePack?
     /// Times its playing began in earlier runs (a job recovered from the journal after it was cut off).
     public var attempts = 0
+    /// Play through the owner's mute, if the terminal allows it (``VolumeGuard/allowEnforce``).
+    public var enforce = false
 
     public init(
         id: UInt64, utterance: Utterance, order: String? = nil, announcement: Announcement, acceptedAt: UInt64,

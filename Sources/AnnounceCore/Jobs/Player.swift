@@ -410,7 +410,7 @@ public final class Player: @unchecked Sendable {
             return finish(job, result)
         }
         inBurst = true
-        if volume?.begin() == .muted {
+        if volume?.begin(enforce: job.enforce) == .muted {
             return finish(
                 job,
                 JobResult(

@@ -11,11 +11,14 @@ public struct JobRequest: Sendable, Equatable {
     /// nil: the priority class's default ttl; 0: no ttl.
     public var ttlMs: Int64?
     public var wait: Bool
+    /// Play through the owner's mute (if the terminal allows it: ``VolumeGuard/allowEnforce``).
+    public var enforce: Bool
 
     public init(
         utterance: Utterance, lang: String? = nil, style: ReadingStyle? = nil, liang: Bool? = nil,
-        order: String? = nil, priority: JobPriority, ttlMs: Int64? = nil, wait: Bool = false
+        order: String? = nil, priority: JobPriority, ttlMs: Int64? = nil, wait: Bool = false, enforce: Bool = false
     ) {
+        self.enforce = enforce
         self.utterance = utterance
         self.lang = lang
         self.style = style
@@ -125,7 +128,7 @@ extension Request {
         return JobRequest(
             utterance: utterance, lang: language, style: try readingStyle(),
             liang: liang, order: try orderID(), priority: try priorityClass(default: defaultPriority),
-            ttlMs: try ttlMilliseconds(), wait: wait ?? false)
+            ttlMs: try ttlMilliseconds(), wait: wait ?? false, enforce: enforce ?? false)
     }
 
     /// Validates a `today` request: the local day asked for (`date`, else today) and, with `say`, the job that

@@ -80,6 +80,8 @@ public struct Request: Codable, Sendable, Equatable {
     public var since: UInt64?
     // combine: the parts of a combination broadcast, in order
     public var parts: [Part]?
+    // say, prompt, text, combine: play through the owner's mute, if the terminal allows it (`audio.allow_enforce`)
+    public var enforce: Bool?
 
     /// One part of a `combine` request: exactly one of its fields.
     public struct Part: Codable, Sendable, Equatable {
@@ -115,7 +117,7 @@ public struct Request: Codable, Sendable, Equatable {
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
         reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil,
-        since: UInt64? = nil, parts: [Part]? = nil
+        since: UInt64? = nil, parts: [Part]? = nil, enforce: Bool? = nil
     ) {
         self.id = id
         self.v = v
@@ -143,11 +145,12 @@ public struct Request: Codable, Sendable, Equatable {
         self.say = say
         self.since = since
         self.parts = parts
+        self.enforce = enforce
     }
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text, level, date, say, since, parts
+            all, limit, threshold, reset, text, level, date, say, since, parts, enforce
     }
 
     public init(from decoder: any Decoder) throws {
@@ -182,6 +185,7 @@ public struct Request: Codable, Sendable, Equatable {
         say = try c.decodeIfPresent(Bool.self, forKey: .say)
         since = try c.decodeIfPresent(UInt64.self, forKey: .since)
         parts = try c.decodeIfPresent([Part].self, forKey: .parts)
+        enforce = try c.decodeIfPresent(Bool.self, forKey: .enforce)
     }
 }
 
@@ -238,6 +242,9 @@ public struct JobInfo: Codable, Sendable, Equatable {
     /// `status.journal.problem` says why): spoken as ever, but lost if the daemon stops before the journal is back
     /// on disk. Absent: on disk.
     public var durable: Bool?
+    /// True on a job that asked to play through the owner's mute (`enforce`); whether it may is the terminal's
+    /// `audio.allow_enforce`.
+    public var enforce: Bool?
 
     public init(
         id: UInt64, state: JobState, priority: JobPriority? = nil, text: String? = nil, tokens: [String]? = nil,
@@ -245,8 +252,9 @@ public struct JobInfo: Codable, Sendable, Equatable {
         lang: String? = nil, order: String? = nil, replayOf: UInt64? = nil, position: Int? = nil,
         acceptedAt: String? = nil, startedAt: String? = nil, finishedAt: String? = nil, ttl: Double? = nil,
         firstSampleMs: Double? = nil, finishedMs: Double? = nil, error: ErrorInfo? = nil, attempts: Int? = nil,
-        leadInStartMs: Double? = nil
+        leadInStartMs: Double? = nil, enforce: Bool? = nil
     ) {
+        self.enforce = enforce
         self.id = id
         self.state = state
         self.priority = priority
