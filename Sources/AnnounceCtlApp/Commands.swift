@@ -242,9 +242,17 @@ struct Replay: ParsableCommand {
     @Argument(help: "Job id (default: the last payment spoken).")
     var id: UInt64?
 
+    @Flag(help: "The last combination broadcast spoken instead of the last payment.")
+    var combination = false
+
+    func validate() throws {
+        if combination && id != nil { throw ValidationError("give a job ID or --combination, not both") }
+    }
+
     func run() throws {
         let request = Request(
-            id: requestID(), op: "replay", priority: job.priority, ttl: job.ttl, wait: job.wait ? true : nil, job: id)
+            id: requestID(), op: "replay", priority: job.priority, ttl: job.ttl, wait: job.wait ? true : nil, job: id,
+            kind: combination ? ReplayKind.combination.rawValue : nil)
         try exchange(request, connection, waited: job.wait) { reply in reply.job.map(Output.describe(job:)) ?? "ok" }
     }
 }

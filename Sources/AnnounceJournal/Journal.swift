@@ -487,6 +487,25 @@ public final class Journal: Sendable {
         }
     }
 
+    /// The most recently spoken combination broadcast (what `replay` with `kind` `combination` repeats): a
+    /// combination itself, never a replay of one.
+    public func lastSpokenCombination() throws(AnnounceError) -> JobRecord? {
+        try read("be read") { (db) throws(SQLiteError) in
+            // Recent spoken jobs that are no payment, prompt or replay, newest first; the first combination.
+            try JobRecord.fetchAll(
+                db,
+                where: """
+                    state = ? AND amount IS NULL AND prompt IS NULL AND replay_of IS NULL \
+                    ORDER BY finished_at DESC, id DESC LIMIT 64
+                    """,
+                JobState.spoken.rawValue
+            ).first { record in
+                if case .combination = record.decodedUtterance { return true }
+                return false
+            }
+        }
+    }
+
     /// Counts of jobs per state (for tests and status).
     public func countByState() throws(AnnounceError) -> [String: Int] {
         try read("be read") { (db) throws(SQLiteError) in

@@ -64,6 +64,9 @@ public struct AlibabaThingSettings: Sendable {
         /// The identifier of the "delete all pushed corpus" service: the platform's documentation names the service
         /// but not its identifier (read it in the product's 功能定义 and set it here).
         public var deleteAllService = "DeleteAllSpeech"
+        /// The identifier of "replay the last combination broadcast" (使设备重播上一次组合播报内容): not in the public
+        /// pages either; the product's 功能定义 says it.
+        public var replayService = "SpeechReplay"
         /// Plain MQTT (`securemode=3`) instead of TLS: for a test bench only.
         public var allowPlainMQTT = false
 
@@ -186,6 +189,9 @@ public struct AlinkThing: Sendable {
         case refused(CorpusTask, key: String, reply: Reply, error: AnnounceError)
         /// A combination broadcast: handed to the daemon, then answered (``broadcastReply(to:speechID:result:message:)``).
         case broadcast(Broadcast)
+        /// "Replay the last combination broadcast": `request` (the daemon's `replay`) handed over, then answered at
+        /// `replyTo`.
+        case replay(Request, replyTo: ReceiptEntry.ReplyAddress)
         /// Answered with `reply` and nothing else: a service not offered, or parameters that cannot be used.
         case answer(Reply, reason: String)
         /// The platform's answer to something the device posted.
@@ -331,11 +337,18 @@ public struct AlinkThing: Sendable {
                     speechID: speechID, request: request,
                     synchronous: identifier == Self.syncSpeechBroadcast || service.isEmpty,
                     replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id)))
+        case settings.options.replayService:
+            // Spoken in turn like a payment (never before one); once per call (its id is the order).
+            let request = Request(
+                id: "alink-\(id)", op: "replay", order: "alink-replay:\(id)", priority: JobPriority.payment.rawValue,
+                kind: ReplayKind.combination.rawValue)
+            return .replay(request, replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id))
         default:
             let name = identifier.isEmpty ? (invoked.method ?? "?") : identifier
             let message =
                 "not supported: \(name) (this device takes SpeechPost, SpeechBroadcast, SyncSpeechBroadcast, "
-                + "DeleteSpeech and \(settings.options.deleteAllService); replay and repeat are not offered yet)"
+                + "DeleteSpeech, \(settings.options.deleteAllService) and \(settings.options.replayService); repeat "
+                + "is not offered yet)"
             return .answer(reply(Self.notSupported, message), reason: message)
         }
     }
@@ -370,6 +383,14 @@ public struct AlinkThing: Sendable {
             }
         return broadcastReply(to: address, speechID: receipt.order, result: result, message: message).payload
     }
+
+    /// A reply at `address`: `code` 200 (and `{}`), or another code with its message.
+    public static func reply(to address: ReceiptEntry.ReplyAddress, code: Int, message: String? = nil) -> Reply {
+        Reply(topic: address.topic, payload: response(id: address.id, code: code, message: message))
+    }
+
+    /// The device-defined code for "there is nothing to replay" (no combination broadcast spoken yet).
+    public static let nothingToReplay = 100_001
 
     /// The same reply (topic, id) with another code and message.
     public func answer(_ reply: Reply, code: Int, message: String) -> Reply {

@@ -509,6 +509,7 @@ public struct PushConfiguration: Sendable {
                         problem(name, "must be Unix milliseconds as text, or \"now\"")
                     }
                 case "delete_all_service": if let text = string(alibaba, key, name) { settings.deleteAllService = text }
+                case "replay_service": if let text = string(alibaba, key, name) { settings.replayService = text }
                 case "allow_plain_mqtt": if let flag = bool(alibaba, key, name) { settings.allowPlainMQTT = flag }
                 default: problem(name, "unknown key")
                 }

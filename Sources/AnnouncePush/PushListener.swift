@@ -835,6 +835,27 @@ public final class PushListener: Sendable {
                 publish(reply)
             case .broadcast(let broadcast):
                 receivedBroadcast(broadcast, &metadata)
+            case .replay(let request, let replyTo):
+                let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
+                guard let outcome = handOver(request, until: deadline, &metadata) else { return }
+                switch outcome {
+                case .accepted(let job), .duplicate(let job?):
+                    metadata["job.id"] = "\(job.id)"
+                    metadata["replay_of"] = "\(job.replayOf.map(String.init) ?? "?")"
+                    logger.info("the last combination broadcast replayed", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
+                case .duplicate(nil):
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
+                case .refused(let error) where error.code == AnnounceError.Code.notFound.rawValue:
+                    logger.notice("nothing to replay", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: AlinkThing.nothingToReplay, message: error.message))
+                case .refused(let error):
+                    metadata["error.code"] = "\(error.code)"
+                    logger.error("the daemon refused the replay", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: AlinkThing.badParameters, message: error.message))
+                case .unavailable:
+                    break  // handOver left it with the broker
+                }
             }
         }
 

@@ -24,20 +24,25 @@ extension Daemon {
         return cancelled
     }
 
-    /// Speaks again a job from the journal (the last spoken payment if `id` is nil), as a new job.
+    /// Speaks again a job from the journal (the last spoken payment, or combination, if `id` is nil), as a new job;
+    /// with `order`, once per order id (a redelivered "replay last" is not heard twice).
     public func replay(
-        job id: UInt64?, priority: JobPriority, ttlMs: Int64?, wait: Bool
+        job id: UInt64?, kind: ReplayKind = .payment, order: String? = nil, priority: JobPriority, ttlMs: Int64?,
+        wait: Bool
     ) async throws(AnnounceError) -> Submission {
-        guard let source = try await jobs.record(of: id) else {
+        guard let source = try await jobs.record(of: id, kind: kind) else {
             if let id { throw AnnounceError(.notFound, "no job \(id) in the history") }
-            throw AnnounceError(.notFound, "nothing has been announced yet")
+            switch kind {
+            case .payment: throw AnnounceError(.notFound, "nothing has been announced yet")
+            case .combination: throw AnnounceError(.notFound, "no combination broadcast has been spoken yet")
+            }
         }
         guard let utterance = source.decodedUtterance else {
             throw AnnounceError(.internalError, "the journal row of job \(source.jobID) cannot be read")
         }
         let request = JobRequest(
-            utterance: utterance, lang: source.lang, style: source.readingStyle, liang: source.liang,
-            priority: priority, ttlMs: ttlMs, wait: wait)
+            utterance: utterance, lang: source.lang, style: source.readingStyle, liang: source.liang, order: order,
+            priority: priority, ttlMs: ttlMs, wait: wait, enforce: source.enforce == true)
         return try await submit(request, replayOf: source.jobID)
     }
 

@@ -358,9 +358,12 @@ actor JobLifecycle {
     }
 
     /// A job's journal row (`replay`), the last payment spoken when `id` is nil.
-    func record(of id: UInt64?) throws(AnnounceError) -> JobRecord? {
+    func record(of id: UInt64?, kind: ReplayKind = .payment) throws(AnnounceError) -> JobRecord? {
         if let id { return try journal.job(id) }
-        return try journal.lastSpokenPayment()
+        switch kind {
+        case .payment: return try journal.lastSpokenPayment()
+        case .combination: return try journal.lastSpokenCombination()
+        }
     }
 
     /// The final states on disk of the jobs above `afterID`, lowest first (what `subscribe` replays).

@@ -68,7 +68,8 @@ struct RequestHandler: Sendable {
         case .replay:
             let priority = try request.priorityClass(default: .urgent)
             let submission = try await daemon.replay(
-                job: request.job, priority: priority, ttlMs: try request.ttlMilliseconds(), wait: request.wait ?? false)
+                job: request.job, kind: try request.replayKind(), order: try request.orderID(), priority: priority,
+                ttlMs: try request.ttlMilliseconds(), wait: request.wait ?? false)
             try await answer(submission, wait: request.wait ?? false, id: id, reply: reply)
         case .cancel:
             let oneJob = request.job != nil

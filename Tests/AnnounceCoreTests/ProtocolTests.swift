@@ -76,6 +76,13 @@ struct ProtocolTests {
         #expect(try decode(#"{"op":"text"}"#).requiredAccess() == .submit)
         #expect(try decode(#"{"op":"cancel"}"#).requiredAccess() == .control)
         #expect(try decode(#"{"op":"replay"}"#).requiredAccess() == .control)
+        // The last combination again: no more than the combinations a submitter may send.
+        #expect(try decode(#"{"op":"replay","kind":"combination"}"#).requiredAccess() == .submit)
+        #expect(try decode(#"{"op":"replay","kind":"combination","job":3}"#).requiredAccess() == .control)
+        #expect(try decode(#"{"op":"replay","kind":"payment"}"#).requiredAccess() == .control)
+        #expect(try decode(#"{"op":"replay","kind":"combination"}"#).replayKind() == .combination)
+        #expect(throws: AnnounceError.self) { try decode(#"{"op":"replay","kind":"chime"}"#).replayKind() }
+        #expect(throws: AnnounceError.self) { try decode(#"{"op":"replay","kind":"payment","job":3}"#).replayKind() }
         #expect(try decode(#"{"op":"volume","threshold":50}"#).requiredAccess() == .control)
         #expect(try decode(#"{"op":"volume","reset":true}"#).requiredAccess() == .control)
         #expect(try decode(#"{"op":"volume"}"#).requiredAccess() == .read)

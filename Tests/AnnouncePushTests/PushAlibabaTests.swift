@@ -128,6 +128,13 @@ struct PushAlibabaTests {
                                 #"{"id":"\#(id)","method":"thing.service.SpeechBroadcast","params":{"speechs":\#(speechs),"id":"\#(speechID)","format":"wav"}}"#)
                         }
                         let replies = "thing/service/SpeechBroadcast_reply"
+                        // Nothing to replay yet: answered so (100001), nothing spoken.
+                        let replay = #"{"id":"ID","method":"thing.service.SpeechReplay","params":{}}"#
+                        try await invoke("thing/service/SpeechReplay", replay.replacingOccurrences(of: "ID", with: "100"))
+                        try await platform.wait(for: "the first replay's answer") { _ in
+                            !texts("thing/service/SpeechReplay_reply").isEmpty
+                        }
+                        #expect(texts("thing/service/SpeechReplay_reply").first?.hasPrefix(#"{"code":100001,"data":{},"id":"100","message":"no combination broadcast"#) == true, "\(texts("thing/service/SpeechReplay_reply"))")
                         try await broadcast("102", "S-1", #"["100wan","{$12.50}"]"#)
                         try await platform.wait(for: "the broadcast's answer") { _ in texts(replies).count == 1 }
                         #expect(texts(replies) == [#"{"code":200,"data":{"error_message":"success","result":0,"task_id":"S-1"},"id":"102"}"#])
@@ -148,14 +155,26 @@ struct PushAlibabaTests {
                             #"{"id":"105","method":"thing.service.SyncSpeechBroadcast","params":{"speechs":["{$3}"],"id":"S-2","format":"wav"}}"#)
                         try await platform.wait(for: "the RRPC answer") { _ in !texts("rrpc/response/77").isEmpty }
                         #expect(texts("rrpc/response/77") == [#"{"code":200,"data":{"error_message":"success","result":0,"task_id":"S-2"},"id":"105"}"#])
-                        let synchronous = try #require(try await daemon.jobs(order: "S-2").first)
+                        let synchronous = try #require(try await daemon.waitUntilSpoken(["S-2"]).first { $0.order == "S-2" })
                         #expect(synchronous.text == "三元", "\(synchronous)")
                         #expect(texts(replies).count == 3, "no SpeechBroadcast answer for the RRPC one")
 
+                        // Replay the last combination broadcast: S-2's again, once however often the call comes.
+                        let before = try await daemon.history().count
+                        try await invoke("thing/service/SpeechReplay", replay.replacingOccurrences(of: "ID", with: "106"))
+                        try await invoke("thing/service/SpeechReplay", replay.replacingOccurrences(of: "ID", with: "106"))
+                        try await platform.wait(for: "both replay answers") { _ in
+                            texts("thing/service/SpeechReplay_reply").count == 3
+                        }
+                        #expect(Array(texts("thing/service/SpeechReplay_reply").dropFirst()) == [#"{"code":200,"data":{},"id":"106"}"#, #"{"code":200,"data":{},"id":"106"}"#])
+                        let replayed = try #require(try await daemon.waitUntilSpoken(["alink-replay:106"]).first { $0.order == "alink-replay:106" })
+                        #expect(replayed.text == "三元" && replayed.replayOf == synchronous.id, "\(replayed)")
+                        #expect(try await daemon.history().count == before + 1, "replayed once")
+
                         // A service this device does not offer: answered "not supported" (code 100000).
-                        try await invoke("thing/service/SpeechReplay", #"{"id":"106","method":"thing.service.SpeechReplay","params":{}}"#)
-                        try await platform.wait(for: "the not-supported answer") { _ in !texts("thing/service/SpeechReplay_reply").isEmpty }
-                        #expect(texts("thing/service/SpeechReplay_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"106","message":"not supported: SpeechReplay"#) == true)
+                        try await invoke("thing/service/StartRepeatSpeech", #"{"id":"107","method":"thing.service.StartRepeatSpeech","params":{}}"#)
+                        try await platform.wait(for: "the not-supported answer") { _ in !texts("thing/service/StartRepeatSpeech_reply").isEmpty }
+                        #expect(texts("thing/service/StartRepeatSpeech_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"107","message":"not supported: StartRepeatSpeech"#) == true)
 
                         // DeleteSpeech: answered 200; the clip goes, and the properties say so.
                         try await invoke(

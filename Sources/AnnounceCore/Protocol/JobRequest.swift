@@ -58,12 +58,24 @@ extension Request {
         switch try operation() {
         // Loading the pushed clips the push listener installed: what may speak (the listener's role) may ask.
         case .say, .prompt, .text, .combine, .corpus: .submit
+        // The last combination again is no more than the combinations one may send (the fleet's "replay last").
+        case .replay where kind == ReplayKind.combination.rawValue && job == nil: .submit
         case .cancel, .replay: .control
         case .volume: (threshold != nil || reset == true || level != nil) ? .control : .read
         // Speaking the day's total makes the speaker speak, as a prompt does; reading it only looks.
         case .today: say == true ? .submit : .read
         case .status, .queue, .history, .ping, .metrics, .subscribe: .read
         }
+    }
+
+    /// What `replay` without `job` says again: the last spoken payment, or combination.
+    public func replayKind() throws(AnnounceError) -> ReplayKind {
+        guard let kind else { return .payment }
+        guard let parsed = ReplayKind(rawValue: kind) else {
+            throw refuse("replay's \"kind\" is \"payment\" or \"combination\", not \"\(kind)\"")
+        }
+        if job != nil { throw refuse("replay takes \"job\" or \"kind\", not both") }
+        return parsed
     }
 
     /// Checks the protocol version the client speaks.
@@ -215,7 +227,8 @@ extension Request {
         return parsed
     }
 
-    private func orderID() throws(AnnounceError) -> String? {
+    /// The order id, checked (nil: none).
+    public func orderID() throws(AnnounceError) -> String? {
         guard let order else { return nil }
         guard !order.isEmpty, order.utf8.count <= JobRequest.maximumOrderLength else {
             throw refuse("order must be 1…\(JobRequest.maximumOrderLength) bytes")
@@ -239,4 +252,10 @@ extension Request {
         }
         return value
     }
+}
+
+/// What `replay` without a job id says again: the last spoken payment (the replay key's), or the last spoken
+/// combination broadcast (the fleet's "replay last").
+public enum ReplayKind: String, Sendable, Equatable {
+    case payment, combination
 }

@@ -82,6 +82,8 @@ public struct Request: Codable, Sendable, Equatable {
     public var parts: [Part]?
     // say, prompt, text, combine: play through the owner's mute, if the terminal allows it (`audio.allow_enforce`)
     public var enforce: Bool?
+    // replay without `job`: the last spoken job of this kind, `payment` (absent) or `combination`
+    public var kind: String?
 
     /// One part of a `combine` request: exactly one of its fields.
     public struct Part: Codable, Sendable, Equatable {
@@ -117,8 +119,9 @@ public struct Request: Codable, Sendable, Equatable {
         liang: Bool? = nil, order: String? = nil, priority: String? = nil, ttl: Double? = nil, wait: Bool? = nil,
         prompt: String? = nil, job: UInt64? = nil, all: Bool? = nil, limit: Int? = nil, threshold: Int? = nil,
         reset: Bool? = nil, text: String? = nil, level: Int? = nil, date: String? = nil, say: Bool? = nil,
-        since: UInt64? = nil, parts: [Part]? = nil, enforce: Bool? = nil
+        since: UInt64? = nil, parts: [Part]? = nil, enforce: Bool? = nil, kind: String? = nil
     ) {
+        self.kind = kind
         self.id = id
         self.v = v
         self.op = op
@@ -150,7 +153,7 @@ public struct Request: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text, level, date, say, since, parts, enforce
+            all, limit, threshold, reset, text, level, date, say, since, parts, enforce, kind
     }
 
     public init(from decoder: any Decoder) throws {
@@ -186,6 +189,7 @@ public struct Request: Codable, Sendable, Equatable {
         since = try c.decodeIfPresent(UInt64.self, forKey: .since)
         parts = try c.decodeIfPresent([Part].self, forKey: .parts)
         enforce = try c.decodeIfPresent(Bool.self, forKey: .enforce)
+        kind = try c.decodeIfPresent(String.self, forKey: .kind)
     }
 }
 
