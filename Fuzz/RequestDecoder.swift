@@ -48,12 +48,14 @@ private func validate(_ request: Request) throws(AnnounceError) -> Response {
     precondition(request.v.map { $0 == ProtocolVersion.current } ?? true)
     _ = try request.requiredAccess()
     switch try request.operation() {
-    case .say, .prompt, .text:
+    case .say, .prompt, .text, .combine:
         let job = try request.jobRequest()
         check(job)
         return Response(id: request.id, ok: true, job: JobInfo(id: 1, state: .queued, priority: job.priority))
     case .replay:
         let priority = try request.priorityClass(default: .urgent)
+        _ = try request.replayKind()
+        _ = try request.orderID()
         let ttl = try request.ttlMilliseconds()
         precondition(ttl.map { $0 >= 0 && $0 <= Int64(JobRequest.maximumTTLSeconds) * 1000 } ?? true)
         return Response(id: request.id, ok: true, job: JobInfo(id: 1, state: .queued, priority: priority))
@@ -76,6 +78,20 @@ private func check(_ job: JobRequest) {
         precondition(!name.isEmpty && name.utf8.count <= JobRequest.maximumNameLength)
     case .text(let text):
         precondition(!text.allSatisfy(\.isWhitespace) && text.count <= Composer.maximumTextLength)
+    case .combination(let parts):
+        precondition((1...CombinationPart.maximumCount).contains(parts.count), "\(parts.count) parts")
+        for part in parts {
+            switch part {
+            case .clip(let id):
+                precondition(!id.isEmpty && id.count <= JobRequest.maximumNameLength, "clip id \(id)")
+                precondition(!id.unicodeScalars.contains { $0.properties.generalCategory == .control }, "control in id")
+            case .amount(let amount):
+                precondition((1...Amount.maximumFen).contains(amount.fen), "amount out of range: \(amount.fen)")
+            case .digits(let digits):
+                precondition((1...CombinationPart.maximumDigits).contains(digits.utf8.count), "digits \(digits)")
+                precondition(digits.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+            }
+        }
     case .summary(let totals):
         // `today` with `say`: the daemon fills the totals in from its journal, never from the request.
         precondition(totals == DayTotals(), "a request set the day's totals")

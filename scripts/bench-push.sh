@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Measures the push path on this machine: a payment signed and published with `announce-push publish` → a real
 # mosquitto on loopback → announce-push → announced (ALSA "null" PCM, so audio does not pace it) → accepted.
-# Reports created_at → accepted (the daemon's acceptedAt) over N payments, published one after another.
+# Reports created_at → accepted (the daemon's acceptedAt) over N payments, published one after another (a publisher
+# process each). Then N payments and N combination broadcasts over one publisher connection kept open: push → first
+# sample, p50 and p99, beside mosquitto's own delivery to a subscriber.
 # Then a corpus push of every clip of the default packs (out/voices/zh and en: ~105 clips, ~2.3 MB) served over
 # HTTPS on loopback (openssl s_server, a CA made here): its size and the time from publishing to installed and
 # loaded by the daemon (the listener's "corpus push done").
@@ -11,6 +13,9 @@
 #   scripts/bench-push.sh [N]        default N = 50
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for tool in mosquitto mosquitto_pub mosquitto_sub openssl; do
+    command -v "$tool" > /dev/null || { echo "bench-push: needs $tool (apt-get install mosquitto mosquitto-clients openssl)" >&2; exit 1; }
+done
 count="${1:-50}"
 bin=$(swift build --show-bin-path)
 scripts/program-links.sh "$bin"  # the programs: links to the one executable
@@ -79,6 +84,56 @@ ms.sort()
 print(f"payments: {len(set(orders))} of {len(created)} accepted; jobs per order: {len(orders) / max(1, len(set(orders)))}")
 print(f"created_at -> accepted by the daemon, ms: median {statistics.median(ms):.1f}, "
       f"p90 {ms[int(len(ms) * 0.9) - 1]:.1f}, min {ms[0]:.1f}, max {ms[-1]:.1f}")
+EOF
+
+# A signed push -> first sample, over a connection the publisher keeps open (one `mosquitto_pub -l`, a message per
+# line), beside mosquitto's own delivery to a subscriber on the same broker (`mosquitto_sub`, its arrival time).
+# N payments then N combination broadcasts (new-order and a pickup number), 200 ms apart, each signed in advance
+# with the created_at it is to be published at; every time counts from the moment the line is handed to the
+# publisher. First sample = the daemon's acceptedAt + firstSampleMs (request received -> first sample handed to ALSA).
+python3 - "$work" "$bin" "$count" "$port" <<'EOF'
+import datetime, json, socket, subprocess, sys, time
+work, bin, count, port = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+topic = "announce/BENCH/payments"
+sub = subprocess.Popen(["mosquitto_sub", "-p", port, "-t", topic, "-F", "%U %p"], stdout=subprocess.PIPE, text=True)
+plan = []
+start = int(time.time() * 1000) + 3000 + 100 * count  # after the signing below
+for i in range(count * 2):
+    at = start + 200 * i
+    order, what = (f"K{i}", ["1.00"]) if i < count else (f"C{i}", ["--part", "new-order", "--part", "{#0423}"])
+    payload = subprocess.run(
+        [f"{bin}/announce-push", "sign", "--config", f"{work}/push.toml", "--order", order, "--created-at", str(at)]
+        + what, check=True, capture_output=True, text=True).stdout.strip()
+    plan.append((order, at, payload))
+pub = subprocess.Popen(["mosquitto_pub", "-p", port, "-t", topic, "-q", "1", "-l"], stdin=subprocess.PIPE, text=True)
+written = {}
+for order, at, payload in plan:
+    time.sleep(max(0, at / 1000 - time.time()))
+    written[order] = time.time() * 1000  # the moment it is handed to the publisher: what every time counts from
+    pub.stdin.write(payload + "\n")
+    pub.stdin.flush()
+time.sleep(2)
+pub.stdin.close()
+pub.wait()
+sub.terminate()
+arrived = {}
+for line in sub.stdout:
+    stamp, payload = line.split(" ", 1)
+    arrived[json.loads(payload)["order"]] = float(stamp) * 1000
+s = socket.socket(socket.AF_UNIX)
+s.connect(f"{work}/s.sock")
+s.sendall(json.dumps({"op": "history", "limit": 1000}).encode() + b"\n")
+jobs = {job.get("order"): job for job in json.loads(s.makefile().readline())["jobs"]}
+def iso(text): return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+def q(values, p): return values[min(len(values) - 1, int(len(values) * p))]
+def report(name, orders):
+    first = sorted(iso(jobs[o]["acceptedAt"]) + jobs[o]["firstSampleMs"] - written[o] for o, _, _ in orders if o in jobs)
+    broker = sorted(arrived[o] - written[o] for o, _, _ in orders if o in arrived)
+    print(f"{name}: {len(first)} of {len(orders)} spoken; push -> first sample, ms: p50 {q(first, 0.5):.2f}, "
+          f"p99 {q(first, 0.99):.2f}, max {first[-1]:.2f}; mosquitto's own delivery to a subscriber, ms: p50 "
+          f"{q(broker, 0.5):.2f}, p99 {q(broker, 0.99):.2f}")
+report("payments", plan[:count])
+report("combination broadcasts", plan[count:])
 EOF
 
 # The corpus push: every clip of the default packs, each under "<lang>-<name>", from an HTTPS server on loopback.
