@@ -22,6 +22,7 @@ struct AnnounceCtl: ParsableCommand {
               prompt [options] NAME     play a status prompt: prompt network-lost
               text [options] TEXT       speak free text: text "请稍候"
               combine [options] PART... clips by id, {$AMOUNT}, {#DIGITS}: combine new_order
+              repeat -o ID --every S PART... | --stop ID  a notice said again and again until stopped
               status                    daemon, queue, voices, journal, audio
               queue                     the job playing and the jobs waiting
               cancel ID... | --all      stop jobs, waiting or playing
@@ -58,7 +59,7 @@ struct AnnounceCtl: ParsableCommand {
             """,
         version: BuildInfo.line(program: "announce-ctl"),
         subcommands: [
-            Say.self, Prompt.self, SayText.self, Combine.self, Status.self, QueueCommand.self, Cancel.self, Replay.self,
+            Say.self, Prompt.self, SayText.self, Combine.self, Repeat.self, Status.self, QueueCommand.self, Cancel.self, Replay.self,
             History.self, Volume.self, Today.self, Ping.self, MetricsCommand.self, Words.self, Render.self,
         ]
     )
@@ -211,6 +212,15 @@ enum Output {
     }
 
     /// `job 3 spoken: 到账一百元 (first sample 12.3 ms, done 2450.1 ms)`
+    static func describe(repeat info: RepeatInfo) -> String {
+        var line = "repeat \(info.order) \(info.state.rawValue)"
+        if let text = info.text { line += ": \(text)" }
+        var details = ["every \(Duration.describe(info.every))", "\(info.played)/\(info.times) said", "\(info.heard) heard"]
+        if let job = info.job { details.append("job \(job)") }
+        if let error = info.error { details.append("\(error.code): \(error.message)") }
+        return line + " (" + details.joined(separator: ", ") + ")"
+    }
+
     static func describe(job: JobInfo) -> String {
         var line = "job \(job.id) \(job.state.rawValue)"
         if let text = job.text { line += ": \(text)" }

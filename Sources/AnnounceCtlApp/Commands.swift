@@ -161,6 +161,79 @@ struct Combine: ParsableCommand {
     }
 }
 
+struct Repeat: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repeat",
+        abstract: "Repeat a notice (a combination) every few seconds until stopped, or stop one.",
+        discussion: """
+            Each time is a notice: it never plays while a payment waits, and a payment cuts it (it is said again \
+            after). It ends after --times times, with --stop, or when the shop presses the replay key.
+            Examples:
+              announce-ctl repeat -o T-17 --every 30 new-order '{#0423}'   until stopped, at most 10 times
+              announce-ctl repeat --stop T-17
+              announce-ctl repeat --stop-all
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Language of the voice pack.", valueName: "lang"))
+    var lang: String?
+
+    @Option(name: [.short, .long], help: ArgumentHelp("The repeat's id (to stop it; sent again, not started twice).", valueName: "id"))
+    var order: String?
+
+    @Option(help: ArgumentHelp("Seconds of silence between two times (1…3600).", valueName: "seconds"))
+    var every: Double?
+
+    @Option(help: ArgumentHelp("Most times it is said (default 10).", valueName: "n"))
+    var times: Int?
+
+    @Flag(help: "Play through the owner's mute, where the terminal allows it (audio.allow_enforce).")
+    var enforce = false
+
+    @Option(help: ArgumentHelp("Stop the repeat of this id.", valueName: "id"))
+    var stop: String?
+
+    @Flag(help: "Stop every repeat running.")
+    var stopAll = false
+
+    @Argument(help: "The parts, in order: clip ids, {$AMOUNT}, {#DIGITS}.")
+    var parts: [String] = []
+
+    func validate() throws {
+        if stop != nil || stopAll {
+            if stop != nil && stopAll { throw ValidationError("give --stop ID or --stop-all, not both") }
+            if !parts.isEmpty || order != nil || every != nil || times != nil {
+                throw ValidationError("a stop takes no parts, --order, --every or --times")
+            }
+            return
+        }
+        if parts.isEmpty { throw ValidationError("give at least one part") }
+        if order == nil { throw ValidationError("give the repeat an id: -o ID") }
+        if every == nil { throw ValidationError("give --every SECONDS") }
+    }
+
+    func run() throws {
+        var request = Request(id: requestID(), op: "repeat", lang: lang, order: stop ?? order)
+        if stop != nil || stopAll {
+            request.stop = true
+            request.all = stopAll ? true : nil
+        } else {
+            request.parts = parts.map(Request.Part.init(listItem:))
+            request.every = every
+            request.times = times
+            request.enforce = enforce ? true : nil
+        }
+        try exchange(request, connection) { reply in
+            if let stopped = reply.repeats {
+                return stopped.isEmpty ? "no repeat was running" : stopped.map(Output.describe(repeat:)).joined(separator: "\n")
+            }
+            return reply.repeat.map(Output.describe(repeat:)) ?? "ok"
+        }
+    }
+}
+
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",

@@ -62,6 +62,16 @@ enum JournalSchema {
             // asks it again. Rows from before have none (not asked).
             try db.executeScript(#"ALTER TABLE "job" ADD COLUMN "enforce" BOOLEAN"#)
         },
+        Migration(identifier: "v5: repeats") { (db) throws(SQLiteError) in
+            // Repeating notices (Journal+Repeats.swift): what each says and how often (`spec`, a RepeatPlan as
+            // JSON), how far it got, and how it ended. Its times are jobs like any other.
+            try db.executeScript(
+                """
+                CREATE TABLE "repeat" ("order_id" TEXT PRIMARY KEY NOT NULL, "spec" TEXT NOT NULL, "text" TEXT,
+                    "state" TEXT NOT NULL, "played" INTEGER NOT NULL DEFAULT 0, "heard" INTEGER NOT NULL DEFAULT 0,
+                    "started_at" INTEGER NOT NULL, "ended_at" INTEGER, "error_code" TEXT, "error_message" TEXT);
+                """)
+        },
     ]
 
     /// The identifiers of the migrations applied to the file.

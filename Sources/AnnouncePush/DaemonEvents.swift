@@ -27,6 +27,8 @@ public final class DaemonEvents: Sendable {
         public var statusChanged: @Sendable () -> Void
         /// The stream ended (and will be tried again).
         public var ended: @Sendable () -> Void
+        /// A repeating notice ended (live only: a repeat that ends while the stream is down is not replayed).
+        public var repeatEnded: @Sendable (RepeatInfo) -> Void = { _ in }
 
         public init(
             since: @escaping @Sendable () -> UInt64?, final: @escaping @Sendable (JobInfo) -> Void,
@@ -158,6 +160,8 @@ public final class DaemonEvents: Sendable {
                 onLive()
             case .status:
                 handlers.statusChanged()
+            case .repeatEnded:
+                if let info = reply.repeat { handlers.repeatEnded(info) }
             case nil:
                 break  // an event this version does not know
             }

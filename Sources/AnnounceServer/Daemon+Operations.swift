@@ -77,6 +77,7 @@ extension Daemon {
         }
         let recovered = self.recovered
         let (journal, unfinished, closed, lastPayment, lastHeard) = await jobs.statusParts(recovered: recovered)
+        let repeats = await jobs.runningRepeats
         // The mixer's part may wait on a sound server: off Swift's cooperative pool.
         let audio = (try? await offThePool { self.audioStatus() }) ?? AudioStatus(device: current.configuration.device)
         var status = DaemonStatus(
@@ -105,6 +106,7 @@ extension Daemon {
             status.metrics = metrics
         }
         status.lastHeard = lastHeard
+        status.repeats = repeats.isEmpty ? nil : repeats
         status.corpus = Self.corpusStatus(current.voices, directory: current.configuration.corpusDirectory)
         return status
     }

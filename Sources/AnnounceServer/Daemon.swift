@@ -194,6 +194,7 @@ public final class Daemon: Sendable {
     public func start() {
         guard !playerStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         player.start()
+        resumeRepeats()
         logger.notice(
             "ready",
             metadata: [
@@ -210,10 +211,7 @@ public final class Daemon: Sendable {
         // commit and the wait for the acceptor, as the client sees them.
         let received = Monotonic.nanos
         let current = live.withLock { $0 }
-        let pack = try current.voices.pack(language: request.lang)
-        let options = request.readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
-        let announcement = try pack.composer.compose(
-            request.utterance, options: options, corpus: current.voices.corpus.idSet)
+        let (pack, announcement) = try compose(request, voices: current.voices)
         let ttlMs = request.ttlMs ?? current.configuration.defaultTTLMs(for: request.priority)
         // Stamped again by the acceptor, in turn with the de-duplication check (JobLifecycle.accept).
         let record = JobRecord(
@@ -243,6 +241,16 @@ public final class Daemon: Sendable {
             logger.notice("order already accepted; not announced again", metadata: metadata)
         }
         return submission
+    }
+
+    /// The voice pack a request is spoken with, and what it says composed with it (the pushed clips included).
+    func compose(
+        _ request: JobRequest, voices: VoiceLibrary? = nil
+    ) throws(AnnounceError) -> (pack: VoicePack, announcement: Announcement) {
+        let voices = voices ?? live.withLock { $0.voices }
+        let pack = try voices.pack(language: request.lang)
+        let options = request.readingOptions(defaultStyle: pack.composer.reader.defaultStyle)
+        return (pack, try pack.composer.compose(request.utterance, options: options, corpus: voices.corpus.idSet))
     }
 
     /// Puts jobs recovered from the journal back in the queue, composed with today's voice packs.
@@ -302,6 +310,9 @@ public final class Daemon: Sendable {
             jobs.started(id, attempt: attempt)
         case let .finished(result):
             jobs.finished(result)
+        case let .requeued(id):
+            jobs.requeued(id)
+            logger.info("notice cut by a payment; heard again after it", metadata: ["job.id": "\(id)"])
         case let .deviceError(error, job, decision):
             lastDeviceError.withLock { $0 = error }
             jobs.events.statusChanged()

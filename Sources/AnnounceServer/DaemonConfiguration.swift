@@ -273,7 +273,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         let seconds: Double
         switch priority {
         case .urgent: seconds = urgentTTLSeconds
-        case .payment: seconds = paymentTTLSeconds
+        case .payment, .notice: seconds = paymentTTLSeconds
         case .status: seconds = statusTTLSeconds
         }
         return seconds > 0 ? Int64(seconds * 1000) : nil

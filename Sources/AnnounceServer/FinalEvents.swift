@@ -98,10 +98,15 @@ final class FinalEvents: Sendable {
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
     /// A job's final state is on disk.
-    func publish(_ info: JobInfo) {
+    func publish(_ info: JobInfo) { publish(.final(info)) }
+
+    /// A repeating notice's end is on disk.
+    func publish(_ info: RepeatInfo) { publish(.repeatEnded(info)) }
+
+    private func publish(_ item: Subscription.Item) {
         let overflowed = state.withLock { state -> [(subscription: Subscription, who: Logger.Metadata)] in
             var overflowed: [(subscription: Subscription, who: Logger.Metadata)] = []
-            for (token, subscriber) in state.subscribers where !subscriber.subscription.offer(info) {
+            for (token, subscriber) in state.subscribers where !subscriber.subscription.offer(item) {
                 state.subscribers[token] = nil
                 overflowed.append(subscriber)
             }
@@ -144,13 +149,15 @@ final class FinalEvents: Sendable {
 final class Subscription: Sendable {
     enum Item: Sendable, Equatable {
         case final(JobInfo)
+        case repeatEnded(RepeatInfo)
         case statusChanged
         /// Nothing more comes: why (`lagged`, `shutting_down`).
         case ended(AnnounceError)
     }
 
     private struct State {
-        var events: [JobInfo] = []
+        /// Finals and repeat ends, in order.
+        var events: [Item] = []
         var head = 0
         var statusChanged = false
         var ended: AnnounceError?
@@ -161,13 +168,13 @@ final class Subscription: Sendable {
         /// The next item, if there is one: buffered events first, then a status change, then the end.
         mutating func take() -> Item? {
             if head < events.count {
-                let info = events[head]
+                let item = events[head]
                 head += 1
                 if head == events.count {
                     events.removeAll(keepingCapacity: true)
                     head = 0
                 }
-                return .final(info)
+                return item
             }
             if statusChanged {
                 statusChanged = false
@@ -191,15 +198,15 @@ final class Subscription: Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Adds an event; false when the buffer is full (the event is not added).
-    func offer(_ info: JobInfo) -> Bool {
+    /// Adds an event (a final, a repeat's end); false when the buffer is full (the event is not added).
+    func offer(_ item: Item) -> Bool {
         let (accepted, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Item, Never>?) in
             guard state.ended == nil else { return (true, nil) }
             guard state.unread < capacity else { return (false, nil) }
-            state.events.append(info)
+            state.events.append(item)
             return (true, state.takeWaiter())
         }
-        waiter?.resume(returning: .final(info))
+        waiter?.resume(returning: item)
         return accepted
     }
 

@@ -54,10 +54,10 @@ actor JobLifecycle {
     nonisolated let executor: JobExecutor
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    private let journal: Journal
+    let journal: Journal
     /// What says whether the wall clock is right (``stamp()``).
     private let clockSync: ClockSync
-    private let logger: Logger
+    let logger: Logger
     /// Finished jobs remembered for `wait` and lookups.
     private let keepFinished: Int
     /// Called once per job when its final state is on disk (metrics, logs): the job as it ended, and the player's
@@ -90,6 +90,8 @@ actor JobLifecycle {
     private var alignedOffsetMs: Int64?
     /// Whether the journal was last seen in memory.
     private var inMemory: Bool
+    /// The repeating notices running (JobLifecycle+Repeats.swift): the journal's at start, then each one started.
+    var repeats: [String: RepeatRun] = [:]
 
     init(
         journal: Journal, capacity: Int, dedupWindowMs: Int64, now: ClockStamp, clockSync: ClockSync = .trust,
@@ -112,6 +114,7 @@ actor JobLifecycle {
         dedup = DedupWindow(windowMs: dedupWindowMs, entries: try journal.dedupEntries(now: now, windowMs: dedupWindowMs))
         if now.trusted { alignedOffsetMs = now.offsetMs }
         inMemory = journal.problem != nil
+        for record in try journal.runningRepeats() { repeats[record.plan.order] = RepeatRun(record: record) }
         queue.onDiscard { [weak self] job, reason in
             guard let self, reason == .expired else { return }
             self.post { lifecycle in
@@ -213,8 +216,8 @@ actor JobLifecycle {
     private func position(for priority: JobPriority) -> Int {
         let waiting = queue.snapshot
         switch priority {
-        case .urgent: return waiting.filter { $0.priority == .urgent }.count
-        case .payment, .status: return waiting.filter { $0.priority != .status }.count
+        case .urgent, .payment, .notice: return waiting.filter { $0.priority <= priority }.count
+        case .status: return waiting.filter { $0.priority != .status }.count
         }
     }
 
@@ -233,6 +236,14 @@ actor JobLifecycle {
             entries[id] = entry
         }
         record(.started(id: id, at: now, attempt: attempt))
+    }
+
+    /// A notice the audio thread cut for a payment is waiting again (its start is recorded again when it plays).
+    func requeued(_ id: UInt64) {
+        if var entry = entries[id], !entry.info.state.isFinal {
+            entry.info.state = .queued
+            entries[id] = entry
+        }
     }
 
     /// A job ended (the audio thread's result, an expiry, a superseded prompt): recorded, then published.
@@ -288,6 +299,7 @@ actor JobLifecycle {
     /// Returns them.
     func close() -> [Job] {
         isClosed = true
+        endPauses()
         return queue.closeNow()
     }
 
@@ -431,6 +443,7 @@ actor JobLifecycle {
     func housekeeping(keepMs: Int64, windowMs: Int64) throws(AnnounceError) -> (jobs: Int, orders: Int) {
         let now = stamp()
         _ = dedup.expire(nowMs: now.bootMs)
+        try journal.purgeRepeats(nowMs: now.wallMs, keepMs: keepMs)
         return try journal.purge(now: now, keepMs: keepMs, windowMs: windowMs)
     }
 

@@ -99,6 +99,23 @@ struct RequestHandler: Sendable {
             try await reply(Response(id: id, ok: true, metrics: daemon.metricsText()))
         case .subscribe:
             try await subscribe(since: request.since, id: id, peer: peer, reply: reply)
+        case .repeatNotice:
+            var response = Response(id: id, ok: true)
+            switch try request.repeatCommand() {
+            case .start(let plan):
+                let (info, started) = try await daemon.startRepeat(plan)
+                response.repeat = info
+                if !started {
+                    daemon.metrics.refused(.duplicate)
+                    response.ok = false
+                    response.error = ErrorInfo(
+                        AnnounceError(
+                            .duplicate, "repeat \(plan.order) was already started (\(info.state.rawValue)); not started again"))
+                }
+            case .stop(let order):
+                response.repeats = try await daemon.stopRepeats(order, state: .stopped)
+            }
+            try await reply(response)
         case .corpus:
             let daemon = self.daemon
             guard let corpus = try await offThePool({ daemon.reloadCorpus() }) else {
@@ -150,6 +167,10 @@ struct RequestHandler: Sendable {
                 if !replayed.isEmpty, replayed.remove(info.id) != nil { continue }
                 try await reply(
                     Response(id: id, ok: true, done: false, job: info, event: SubscriptionEvent.final.rawValue))
+            case .repeatEnded(let info):
+                var line = Response(id: id, ok: true, done: false, event: SubscriptionEvent.repeatEnded.rawValue)
+                line.repeat = info
+                try await reply(line)
             case .statusChanged:
                 try await reply(Response(id: id, ok: true, done: false, event: SubscriptionEvent.status.rawValue))
             case .ended(let reason):

@@ -12,7 +12,8 @@ import Synchronization
 /// must hold up neither the key reader's thread nor Swift's cooperative pool), one after another in the order
 /// pressed. What a key says is a job like any other: the new volume level is a status prompt (after the payments
 /// waiting; a newer one replaces one still waiting, so a held key does not queue ten prompts), a replay and the
-/// day's total queue behind the payments waiting. No key interrupts a payment playing — except mute, which
+/// day's total queue behind the payments waiting; while a notice repeats, the replay key acknowledges it (the
+/// repeat stops) instead. No key interrupts a payment playing — except mute, which
 /// follows `audio.mute_policy`.
 final class ShopServices: Sendable {
     private let daemon: Daemon
@@ -74,6 +75,15 @@ final class ShopServices: Sendable {
                 metadata["muted"] = "\(muted)"
                 if !muted { metadata["job.id"] = "\(try prompt("unmuted", daemon))" }
             case .replay:
+                // While a notice repeats, the key acknowledges it: the repeat stops (the fleet is told), nothing
+                // is replayed.
+                let acknowledged = try awaiting { () async throws(AnnounceError) in
+                    await daemon.jobs.isRepeating ? try await daemon.stopRepeats(nil, state: .acknowledged) : []
+                }
+                if !acknowledged.isEmpty {
+                    metadata["acknowledged"] = "\(acknowledged.map(\.order))"
+                    break
+                }
                 let submission = try awaiting { () async throws(AnnounceError) in
                     try await daemon.replay(job: nil, priority: .payment, ttlMs: nil, wait: false)
                 }

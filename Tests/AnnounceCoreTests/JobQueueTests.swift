@@ -14,6 +14,7 @@ struct Item: Schedulable, Equatable, CustomStringConvertible {
     static func payment(_ value: Int) -> Item { Item(value: value) }
     static func urgent(_ value: Int) -> Item { Item(value: value, priority: .urgent) }
     static func status(_ value: Int) -> Item { Item(value: value, priority: .status) }
+    static func notice(_ value: Int) -> Item { Item(value: value, priority: .notice) }
     var description: String { "\(priority.rawValue)(\(value))" }
 }
 
@@ -103,6 +104,39 @@ struct JobQueueTests {
         try queue.enqueue(.urgent(51))
         #expect(queue.snapshot.map(\.value) == [50, 51, 1, 2, 3, 100])
         #expect(queue.drain() == [50, 51, 1, 2, 3, 100])
+    }
+
+    @Test func noticesComeAfterPaymentsAndBeforeStatusAndCountTowardTheBound() throws {
+        let queue = JobQueue<Item>(capacity: 4)
+        try queue.enqueue(.notice(1))
+        try queue.enqueue(.status(2))
+        try queue.enqueue(.payment(3))
+        try queue.enqueue(.notice(4))
+        try queue.enqueue(.urgent(5))
+        #expect(queue.boundedCount == 4, "urgent, payment and both notices; the status prompt has its own slot")
+        #expect(throws: AnnounceError.self) { try queue.enqueue(.notice(6)) }
+        #expect(queue.drain() == [5, 3, 1, 4, 2])
+    }
+
+    @Test func aNoticeTakenIsPutBackFirstInItsLaneUnlessItsCancelWasAsked() throws {
+        let queue = JobQueue<Item>(capacity: 8)
+        try queue.enqueue(.notice(1))
+        try queue.enqueue(.notice(2))
+        let taken = try #require(queue.tryDequeue())
+        #expect(!queue.hasWaiting(interrupting: .notice), "a notice never cuts a notice")
+        try queue.enqueue(.payment(3))
+        #expect(queue.hasWaiting(interrupting: .notice))
+        #expect(!queue.hasWaiting(interrupting: .payment), "nothing cuts a payment")
+        #expect(queue.requeue(taken))
+        #expect(!queue.inFlight.contains(1))
+        #expect(queue.drain() == [3, 1, 2], "the payment, then the notice cut, then the next")
+
+        try queue.enqueue(.notice(4))
+        let again = try #require(queue.tryDequeue())
+        _ = queue.cancel { $0 == 4 }
+        #expect(!queue.requeue(again), "a cancel asked for it wins: the consumer ends it cancelled")
+        #expect(queue.inFlight.contains(4) && queue.isCancelRequested(4))
+        #expect(queue.drain().isEmpty)
     }
 
     @Test func aNewerStatusPromptReplacesTheWaitingOne() throws {

@@ -506,6 +506,57 @@ struct PlayerTests {
 
     func nextSamples(_ job: Job) -> [Int16] { (try? pack.render(job.announcement)) ?? [] }
 
+    @Test func aPaymentCutsANoticePlayingAndTheNoticeIsHeardWholeAfterIt() throws {
+        let sink = RecordingSink(period: 16)
+        let (queue, player, events) = start(sink)
+        var notice = try Fixtures.job(1, "987654321.99", pack: pack)
+        notice.priority = .notice
+        let payment = try Fixtures.job(2, "1", pack: pack)
+        let sent = Atomic<Bool>(false)
+        let cutAt = Atomic<Int>(0)
+        sink.afterPeriod = {
+            if sink.samples.count >= 64, !sent.exchange(true, ordering: .relaxed) {
+                cutAt.store(sink.samples.count, ordering: .relaxed)
+                _ = try? queue.enqueue(payment)
+            }
+        }
+        try queue.enqueue(notice)
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.id) == [2, 1], "the payment ends first")
+        #expect(results.map(\.state) == [.spoken, .spoken])
+        #expect(results[1].attempts == 2, "the notice played again from its start")
+        #expect(events.all.contains { if case .requeued(id: 1) = $0 { true } else { false } })
+        #expect(sink.calls.contains("drop"))
+        let after = nextSamples(payment) + nextSamples(notice) + tail(sink)
+        #expect(sink.samples.count - after.count <= cutAt.load(ordering: .relaxed) + 16, "cut within a period")
+        #expect(Array(sink.heard.suffix(after.count)) == after, "the payment, then the notice whole")
+    }
+
+    @Test func aNoticeWholeInTheBufferIsNotCut() throws {
+        let sink = RecordingSink(period: 16, bufferPeriods: 64)
+        let (queue, player, events) = start(sink)
+        var notice = try Fixtures.job(1, "1", pack: pack)
+        notice.priority = .notice
+        let payment = try Fixtures.job(2, "22", pack: pack)
+        let sent = Atomic<Bool>(false)
+        let noticeFrames = nextSamples(notice).count
+        sink.afterPeriod = {
+            // The notice is all written (its end in the buffer, not yet played): it plays out.
+            if sink.samples.count >= noticeFrames, !sent.exchange(true, ordering: .relaxed) { _ = try? queue.enqueue(payment) }
+        }
+        try queue.enqueue(notice)
+        player.start()
+        let results = events.waitFor(2)
+        queue.close()
+        player.join()
+        #expect(results.map(\.id) == [1, 2])
+        #expect(results.allSatisfy { $0.state == .spoken && $0.attempts == 1 })
+        #expect(!sink.calls.contains("drop"))
+    }
+
     @Test func cancelStopsWithinAPeriodAndTheNextJobPlays() throws {
         let sink = RecordingSink(period: 16)
         let (queue, player, events) = start(sink)

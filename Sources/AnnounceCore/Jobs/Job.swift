@@ -15,21 +15,29 @@ public enum JobState: String, Sendable, Codable, Equatable, CaseIterable {
 /// - `urgent` goes before every waiting job (FIFO among urgent jobs), never interrupts the job playing, never
 ///   dropped; counts toward the queue bound. Like speechd's `important`.
 /// - `payment` is FIFO and never dropped; counts toward the queue bound. Like speechd's `message`.
-/// - `status` (network/server prompts) plays only when no urgent or payment job waits; at most one waits —
+/// - `notice` (a shop's notices: a new takeout order, a repeating reminder) is FIFO and never dropped, counts toward
+///   the bound, and plays only when no urgent or payment job waits. It is the one class another job interrupts: a
+///   payment or urgent job accepted while a notice plays cuts it, and the notice is heard again, whole, after it.
+/// - `status` (network/server prompts) plays only when no urgent, payment or notice job waits; at most one waits —
 ///   a newer one replaces it ("last one wins", the older ends `cancelled`/`superseded`); it does not count
 ///   toward the bound, so a status prompt never makes room by dropping a payment, and is never refused as
 ///   `queue_full`. Like speechd's `notification`/`progress`.
 public enum JobPriority: String, Sendable, Codable, Equatable, CaseIterable, Comparable {
-    case urgent, payment, status
+    case urgent, payment, notice, status
 
     /// Dequeue rank: lower goes first.
     var rank: Int {
         switch self {
         case .urgent: 0
         case .payment: 1
-        case .status: 2
+        case .notice: 2
+        case .status: 3
         }
     }
+
+    /// Whether a job of this class, accepted while a job of class `playing` plays, cuts it (the cut job is played
+    /// again from its start after it): payments and urgent jobs cut a notice, nothing else cuts anything.
+    public func interrupts(_ playing: JobPriority) -> Bool { playing == .notice && rank < playing.rank }
 
     /// Urgent and payment jobs are bounded by the queue capacity and never dropped.
     public var isBounded: Bool { self != .status }

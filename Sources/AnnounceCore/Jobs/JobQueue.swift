@@ -3,8 +3,9 @@
 /// consumer blocks on a condition variable, woken one waiter at a time.
 ///
 /// The rules (see ``JobPriority`` and docs/protocol.md):
-/// - `dequeue` takes the oldest `urgent` element, else the oldest `payment`, else the waiting `status` one.
-/// - `urgent` + `payment` elements together are bounded by `capacity`; `status` has one slot of its own and a
+/// - `dequeue` takes the oldest `urgent` element, else the oldest `payment`, else the oldest `notice`, else the
+///   waiting `status` one.
+/// - `urgent` + `payment` + `notice` elements together are bounded by `capacity`; `status` has one slot of its own and a
 ///   newer status element replaces the waiting one (returned to the caller as superseded).
 /// - An element whose `expiresAt` has passed when its turn comes is not returned; it is handed to `onDiscard`
 ///   as `.expired` and the next one is taken.
@@ -60,6 +61,7 @@ public final class JobQueue<Element: Schedulable>: Sendable {
     private struct State {
         var urgent = Lane()
         var payment = Lane()
+        var notice = Lane()
         var status: Element?
         /// Taken by the consumer and not released yet: id → a cancel was asked for it.
         var inFlight: [UInt64: Bool] = [:]
@@ -69,8 +71,17 @@ public final class JobQueue<Element: Schedulable>: Sendable {
         var capacity: Int
         var discardHandler: (@Sendable (Element, Discard) -> Void)?
 
-        var isEmpty: Bool { urgent.isEmpty && payment.isEmpty && status == nil }
-        var bounded: Int { urgent.count + payment.count }
+        var isEmpty: Bool { urgent.isEmpty && payment.isEmpty && notice.isEmpty && status == nil }
+        var bounded: Int { urgent.count + payment.count + notice.count }
+
+        mutating func append(_ element: Element) {
+            switch element.priority {
+            case .urgent: urgent.append(element)
+            case .payment: payment.append(element)
+            case .notice: notice.append(element)
+            case .status: preconditionFailure("a status element has its slot, not a lane")
+            }
+        }
     }
 
     private let state: ConditionLock<State>
@@ -109,14 +120,14 @@ public final class JobQueue<Element: Schedulable>: Sendable {
             guard !state.closed else { return .failure(AnnounceError(.shuttingDown, "the daemon is shutting down")) }
             var replaced: Element?
             switch element.priority {
-            case .urgent, .payment:
+            case .urgent, .payment, .notice:
                 guard ignoringBound || state.bounded < state.capacity else {
                     return .failure(
                         AnnounceError(
                             .queueFull,
                             "the queue is full (\(state.capacity) jobs waiting); nothing was dropped, try again"))
                 }
-                if element.priority == .urgent { state.urgent.append(element) } else { state.payment.append(element) }
+                state.append(element)
             case .status:
                 replaced = state.status
                 state.status = element
@@ -190,6 +201,32 @@ public final class JobQueue<Element: Schedulable>: Sendable {
         state.withLock { _ = $0.inFlight.removeValue(forKey: id) }
     }
 
+    /// Puts an element the consumer took back in its lane, where its id places it (a notice cut by a payment: heard
+    /// again from its start after it). False, and the element stays in flight, if a cancel was asked for it.
+    public func requeue(_ element: Element) -> Bool {
+        let requeued: Bool = state.withLock { state in
+            guard state.inFlight[element.id] == false else { return false }
+            state.inFlight[element.id] = nil
+            switch element.priority {
+            case .urgent: state.urgent.insertInOrder(element)
+            case .payment: state.payment.insertInOrder(element)
+            case .notice: state.notice.insertInOrder(element)
+            case .status: return false
+            }
+            return true
+        }
+        if requeued { state.signal() }
+        return requeued
+    }
+
+    /// Whether an element that would cut one of class `playing` waits (``JobPriority/interrupts(_:)``).
+    public func hasWaiting(interrupting playing: JobPriority) -> Bool {
+        state.withLock { state in
+            (!state.urgent.isEmpty && JobPriority.urgent.interrupts(playing))
+                || (!state.payment.isEmpty && JobPriority.payment.interrupts(playing))
+        }
+    }
+
     /// Whether a cancel was asked for an element in flight.
     public func isCancelRequested(_ id: UInt64) -> Bool {
         state.withLock { $0.inFlight[id] == true }
@@ -222,6 +259,7 @@ public final class JobQueue<Element: Schedulable>: Sendable {
                 switch element.priority {
                 case .urgent: state.urgent.insertInOrder(element)
                 case .payment: state.payment.insertInOrder(element)
+                case .notice: state.notice.insertInOrder(element)
                 case .status:
                     if let waiting = state.status, waiting.id > element.id {
                         superseded.append(element)
@@ -245,7 +283,9 @@ public final class JobQueue<Element: Schedulable>: Sendable {
 
     /// The waiting elements in the order they would be played (expired ones included until their turn).
     public var snapshot: [Element] {
-        state.withLock { Array($0.urgent.waiting) + Array($0.payment.waiting) + ($0.status.map { [$0] } ?? []) }
+        state.withLock {
+            Array($0.urgent.waiting) + Array($0.payment.waiting) + Array($0.notice.waiting) + ($0.status.map { [$0] } ?? [])
+        }
     }
 
     /// Every waiting element.
@@ -270,10 +310,11 @@ public final class JobQueue<Element: Schedulable>: Sendable {
     public func closeNow() -> [Element] {
         let waiting: [Element] = state.withLock { state in
             state.closed = true
-            var waiting = Array(state.urgent.waiting) + Array(state.payment.waiting)
+            var waiting = Array(state.urgent.waiting) + Array(state.payment.waiting) + Array(state.notice.waiting)
             if let status = state.status { waiting.append(status) }
             state.urgent = Lane()
             state.payment = Lane()
+            state.notice = Lane()
             state.status = nil
             return waiting
         }
@@ -282,7 +323,9 @@ public final class JobQueue<Element: Schedulable>: Sendable {
     }
 
     private static func remove(_ state: inout State, where predicate: (Element) -> Bool) -> [Element] {
-        var removed = state.urgent.remove(where: predicate) + state.payment.remove(where: predicate)
+        var removed =
+            state.urgent.remove(where: predicate) + state.payment.remove(where: predicate)
+            + state.notice.remove(where: predicate)
         if let waiting = state.status, predicate(waiting) {
             removed.append(waiting)
             state.status = nil
@@ -297,6 +340,8 @@ public final class JobQueue<Element: Schedulable>: Sendable {
             element = state.urgent.takeFirst()
         } else if !state.payment.isEmpty {
             element = state.payment.takeFirst()
+        } else if !state.notice.isEmpty {
+            element = state.notice.takeFirst()
         } else {
             element = state.status!
             state.status = nil

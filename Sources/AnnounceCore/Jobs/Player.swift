@@ -80,6 +80,9 @@ public final class Player: @unchecked Sendable {
         case started(id: UInt64, attempt: Int)
         /// How the job ended: `spoken` once its last sample has left the device, else failed or cancelled.
         case finished(JobResult)
+        /// A notice cut by a payment or urgent job (``JobPriority/interrupts(_:)``) went back to the queue: it is
+        /// played again from its start after it.
+        case requeued(id: UInt64)
         /// The device failed while playing `job`; what happens next.
         case deviceError(AnnounceError, job: UInt64, decision: DeviceRecovery.Decision)
         /// The device works again after `failures` failures.
@@ -492,6 +495,7 @@ public final class Player: @unchecked Sendable {
         while offset < samples.endIndex {
             if isAborted { return false }
             if cancelSignal.load(ordering: .acquiring) && handleCancels() { return false }
+            if yieldToWaiting() { return false }
             var size = chunk
             if let ahead, offset >= shallowFrom || nextEndMark() != nil {
                 let pending = try sink.pendingFrames()
@@ -591,6 +595,35 @@ public final class Player: @unchecked Sendable {
             finish(entry.job, result)
         }
         shared.withLock { $0.playing = nil }
+        return true
+    }
+
+    /// Notices being written give way to a payment or urgent job that waits (``JobPriority/interrupts(_:)``): the
+    /// buffer is dropped and they go back to the queue, to be heard whole after it. Only while every job in hand is a
+    /// notice (a payment's end still in the buffer is heard first), and only while a notice's samples are being
+    /// written: a notice whose end is all in the buffer plays out (it is nearly over). Returns whether it cut.
+    private func yieldToWaiting() -> Bool {
+        guard unheard.contains(where: { $0.endFrame == nil }), unheard.allSatisfy({ $0.job.priority == .notice }),
+            queue.hasWaiting(interrupting: .notice)
+        else { return false }
+        sink.drop()
+        streamFresh = true
+        streamHasSound = false
+        lastSoundEnded = Monotonic.nanos
+        let cut = unheard.map(\.job) + replay.filter { $0.priority == .notice }
+        replay.removeAll { $0.priority == .notice }
+        unheard = []
+        shared.withLock { $0.playing = nil }
+        for job in cut {
+            if queue.requeue(job) {
+                onEvent(.requeued(id: job.id))
+            } else {
+                var result = JobResult(id: job.id, state: .cancelled, finishedNanos: Monotonic.nanos - job.acceptedAt)
+                result.error = AnnounceError(.cancelled, "cancelled by a client while playing")
+                finish(job, result)
+            }
+        }
+        logger.info("a notice gives way to a payment; it is heard again after it", metadata: ["jobs": "\(cut.map(\.id))"])
         return true
     }
 

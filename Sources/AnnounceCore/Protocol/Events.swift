@@ -9,6 +9,9 @@ public enum SubscriptionEvent: String, Sendable, Codable, CaseIterable {
     /// Something `status` reports has changed (a job accepted, the audio device failed or came back, the volume
     /// threshold set): ask `status` if it matters. Coalesced: one stands for any number of changes.
     case status
+    /// A repeating notice ended (`repeat`): said its times, stopped, acknowledged by the shop, or failed. Live only:
+    /// `since` replays jobs, not repeats.
+    case repeatEnded = "repeat"
 }
 
 extension AnnounceError.Code {

@@ -57,7 +57,8 @@ extension Request {
     public func requiredAccess() throws(AnnounceError) -> Access {
         switch try operation() {
         // Loading the pushed clips the push listener installed: what may speak (the listener's role) may ask.
-        case .say, .prompt, .text, .combine, .corpus: .submit
+        // A repeat is the fleet's (a listener starts and stops its own notices): what may speak may stop one.
+        case .say, .prompt, .text, .combine, .corpus, .repeatNotice: .submit
         // The last combination again is no more than the combinations one may send (the fleet's "replay last").
         case .replay where kind == ReplayKind.combination.rawValue && job == nil: .submit
         case .cancel, .replay: .control
@@ -202,10 +203,13 @@ extension Request {
     public func priorityClass(default defaultPriority: JobPriority) throws(AnnounceError) -> JobPriority {
         guard let priority else { return defaultPriority }
         guard let parsed = JobPriority(rawValue: priority) else {
-            throw refuse("unknown priority \"\(priority)\" (use urgent, payment or status)")
+            throw refuse("unknown priority \"\(priority)\" (use urgent, payment, notice or status)")
         }
         if parsed == .status && op == Operation.say.rawValue {
             throw refuse("a payment cannot have priority status (status prompts may be dropped; payments never are)")
+        }
+        if parsed == .notice && op == Operation.say.rawValue {
+            throw refuse("a payment cannot have priority notice (a notice gives way to payments; a payment never does)")
         }
         return parsed
     }

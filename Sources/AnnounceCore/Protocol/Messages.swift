@@ -18,6 +18,8 @@ public enum ProtocolVersion {
 public enum Operation: String, Sendable, CaseIterable, Codable {
     case say, prompt, text, status, queue, cancel, replay, history, volume, ping, metrics, today, subscribe, corpus
     case combine
+    /// A repeating notice: started, or stopped (`stop`).
+    case repeatNotice = "repeat"
 }
 
 /// What a peer may do. `read` only looks; `submit` also makes the speaker speak (say, prompt, text: the push
@@ -84,6 +86,10 @@ public struct Request: Codable, Sendable, Equatable {
     public var enforce: Bool?
     // replay without `job`: the last spoken job of this kind, `payment` (absent) or `combination`
     public var kind: String?
+    // repeat: seconds between two times, how many times at most, or stop it (`order`, or `all`)
+    public var every: Double? = nil
+    public var times: Int? = nil
+    public var stop: Bool? = nil
 
     /// One part of a `combine` request: exactly one of its fields.
     public struct Part: Codable, Sendable, Equatable {
@@ -153,7 +159,7 @@ public struct Request: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id, v, op, amount, fen, channel, refund, lang, style, liang, order, priority, ttl, wait, prompt, job,
-            all, limit, threshold, reset, text, level, date, say, since, parts, enforce, kind
+            all, limit, threshold, reset, text, level, date, say, since, parts, enforce, kind, every, times, stop
     }
 
     public init(from decoder: any Decoder) throws {
@@ -190,6 +196,9 @@ public struct Request: Codable, Sendable, Equatable {
         parts = try c.decodeIfPresent([Part].self, forKey: .parts)
         enforce = try c.decodeIfPresent(Bool.self, forKey: .enforce)
         kind = try c.decodeIfPresent(String.self, forKey: .kind)
+        every = try c.decodeIfPresent(Double.self, forKey: .every)
+        times = try c.decodeIfPresent(Int.self, forKey: .times)
+        stop = try c.decodeIfPresent(Bool.self, forKey: .stop)
     }
 }
 
@@ -303,6 +312,10 @@ public struct Response: Codable, Sendable, Equatable {
     public var summary: DaySummary?
     /// `corpus`: the pushed clips loaded now.
     public var corpus: DaemonStatus.Corpus?
+    /// `repeat`: the repeat started (or, for `duplicate`, the one of that id), or stopped; the `repeat` event's.
+    public var `repeat`: RepeatInfo? = nil
+    /// `repeat` with `stop`: every repeat it stopped.
+    public var repeats: [RepeatInfo]? = nil
     public var error: ErrorInfo?
     /// `subscribe`: what this line reports, a ``SubscriptionEvent`` name (text, so that an older client reads a
     /// newer daemon's events).

@@ -171,6 +171,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var lastHeard: JobInfo?
     /// The pushed clips (absent: the daemon loads none, `corpus = ""`).
     public var corpus: Corpus?
+    /// The repeating notices running now (absent: none).
+    public var repeats: [RepeatInfo]?
 
     public init(
         state: String, v: Int, pid: Int32, uptimeSeconds: Double, socket: String, clients: Int, queue: Queue,
