@@ -63,6 +63,18 @@ private func validate(_ request: Request) throws(AnnounceError) -> Response {
         let (_, job) = try request.todayRequest()
         if let job { check(job) }
         return Response(id: request.id, ok: true)
+    case .repeatNotice:
+        switch try request.repeatCommand() {
+        case .start(let plan):
+            precondition(RepeatPlan.everyRange.contains(Double(plan.everyMs) / 1000), "every \(plan.everyMs) ms")
+            precondition((1...RepeatPlan.maximumTimes).contains(plan.times), "times \(plan.times)")
+            let time = plan.occurrence(plan.times)
+            precondition(time.priority == .notice && time.order == "\(plan.order)#\(plan.times)")
+            check(time)
+        case .stop(let order):
+            if let order { precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength) }
+        }
+        return Response(id: request.id, ok: true)
     default:
         return Response(id: request.id, ok: true)
     }
@@ -74,6 +86,7 @@ private func check(_ job: JobRequest) {
         precondition((1...Amount.maximumFen).contains(amount.fen), "amount out of range: \(amount.fen)")
         precondition(!channel.isEmpty && channel.utf8.count <= JobRequest.maximumNameLength)
         precondition(job.priority != .status, "a payment accepted as droppable")
+        precondition(job.priority != .notice, "a payment accepted as a notice (which gives way)")
     case .prompt(let name):
         precondition(!name.isEmpty && name.utf8.count <= JobRequest.maximumNameLength)
     case .text(let text):
@@ -98,7 +111,8 @@ private func check(_ job: JobRequest) {
         precondition(job.priority != .status, "the day's total accepted as droppable")
     }
     if let order = job.order {
-        precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength, "order length")
+        // A repeat's times add `#<time>` to its id.
+        precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength + 5, "order length")
         precondition(!order.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "control in order")
     }
     if let ttl = job.ttlMs {

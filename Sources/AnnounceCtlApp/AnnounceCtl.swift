@@ -215,7 +215,8 @@ enum Output {
     static func describe(repeat info: RepeatInfo) -> String {
         var line = "repeat \(info.order) \(info.state.rawValue)"
         if let text = info.text { line += ": \(text)" }
-        var details = ["every \(Duration.describe(info.every))", "\(info.played)/\(info.times) said", "\(info.heard) heard"]
+        let every = info.every.rounded() == info.every ? "\(Int(info.every))" : "\(info.every)"
+        var details = ["every \(every) s", "\(info.played)/\(info.times) said", "\(info.heard) heard"]
         if let job = info.job { details.append("job \(job)") }
         if let error = info.error { details.append("\(error.code): \(error.message)") }
         return line + " (" + details.joined(separator: ", ") + ")"

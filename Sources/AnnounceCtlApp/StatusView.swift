@@ -19,6 +19,9 @@ enum StatusView {
         lines.append(deviceLine(status.audio))
         lines.append(volumeLine(status.audio))
         lines.append(queueLine(status.queue))
+        for info in status.repeats ?? [] {
+            lines.append("repeat:   \(info.order), \(info.played)/\(info.times) said: \(info.text ?? "")")
+        }
         lines.append(lastPaymentLine(status.lastPayment, now: now))
         let finished = status.totals.finished.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined()
         let refused = status.totals.refused.sorted { $0.key < $1.key }.map { ", \($0.value) \($0.key)" }.joined()

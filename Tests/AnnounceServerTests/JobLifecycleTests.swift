@@ -85,4 +85,45 @@ struct JobLifecycleTests {
         let onDisk = try journal.countByState()
         #expect(onDisk == ["queued": accepted.count], "the journal holds \(onDisk) for \(accepted.count) accepted")
     }
+
+    /// Repeats' bookkeeping against the real journal: a time counted once (a time found again after a restart is not
+    /// counted twice), the last time ends it `done`, the shop's key ends every one running `acknowledged` — told to
+    /// the subscribers and journaled, so a new run of the daemon has none running — and a running one is carried over.
+    @Test func repeatsAreCountedOnceEndedOnDiskAndCarriedOverARestart() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (lifecycle, journal) = try lifecycle(capacity: 8)
+        let (_, subscription) = lifecycle.events.subscribe()
+        func plan(_ order: String, times: Int) -> RepeatPlan {
+            RepeatPlan(order: order, parts: [.clip("new-order")], everyMs: 1_000, times: times)
+        }
+        let spoken = JobInfo(id: 1, state: .spoken)
+        #expect(try await lifecycle.beginRepeat(plan("R-1", times: 2), text: "n").started)
+        #expect(try await lifecycle.beginRepeat(plan("R-1", times: 2), text: "n").started == false, "never twice")
+        #expect(await lifecycle.nextTime(of: "R-1")?.time == 1)
+        #expect(await lifecycle.timeEnded(of: "R-1", time: 1, info: spoken) == .again(afterMs: 1_000))
+        #expect(await lifecycle.timeEnded(of: "R-1", time: 1, info: spoken) == .again(afterMs: 1_000), "counted once")
+        #expect(await lifecycle.nextTime(of: "R-1")?.time == 2)
+        #expect(await lifecycle.timeEnded(of: "R-1", time: 2, info: JobInfo(id: 2, state: .failed)) == .ended)
+        #expect(await subscription.next() == .repeatEnded(try #require(try journal.repeatRecord("R-1")?.info)))
+        let done = try #require(try journal.repeatRecord("R-1"))
+        #expect(done.state == .done && done.played == 2 && done.heard == 1, "\(done)")
+
+        #expect(try await lifecycle.beginRepeat(plan("R-2", times: 5), text: "n").started)
+        #expect(try await lifecycle.beginRepeat(plan("R-3", times: 5), text: "n").started)
+        let acknowledged = try await lifecycle.stopRepeats(nil, state: .acknowledged)
+        #expect(acknowledged.map(\.order) == ["R-2", "R-3"] && acknowledged.allSatisfy { $0.state == .acknowledged })
+        let stillRepeating = await lifecycle.isRepeating
+        #expect(await lifecycle.runningRepeats.isEmpty && !stillRepeating)
+        #expect(try journal.repeatRecord("R-3")?.state == .acknowledged)
+        #expect(await lifecycle.nextTime(of: "R-2") == nil, "its driver stops")
+
+        #expect(try await lifecycle.beginRepeat(plan("R-4", times: 5), text: "n").started)
+        #expect(await lifecycle.timeEnded(of: "R-4", time: 1, info: spoken) == .again(afterMs: 1_000))
+        let next = try JobLifecycle(
+            journal: journal, capacity: 8, dedupWindowMs: 60_000, now: .wall(2_000), logger: Logger(label: "test"),
+            wakePlayer: {}, onFinal: { _, _ in })
+        let carried = await next.runningRepeats
+        #expect(carried.map(\.order) == ["R-4"] && carried.first?.played == 1, "\(carried)")
+        #expect(await next.nextTime(of: "R-4")?.time == 2)
+    }
 }

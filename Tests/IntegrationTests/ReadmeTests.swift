@@ -22,6 +22,10 @@ extension DaemonIntegration {
             "announce-ctl queue; announce-ctl history -n 20": (0, ["ACCEPTED (UTC)", "支付宝到账八点五元  order=A123"]),
             "announce-ctl replay": (0, ["queued: 支付宝到账八点五元", "replay of 3"]),
             "announce-ctl combine new-order '{#0423}'": (0, ["job 8 queued: 您有新的外卖订单，请及时处理零四二三"]),
+            "announce-ctl repeat -o T-17 --every 30 new-order '{#0423}'": (
+                0, ["repeat T-17 repeating: 您有新的外卖订单，请及时处理零四二三 (every 30"]
+            ),
+            "announce-ctl repeat --stop T-17": (0, ["repeat T-17 stopped"]),
             "announce-ctl cancel 7; announce-ctl cancel --all": (0, ["cancelled"]),
             "announce-ctl volume --level 60": (0, ["level 60%"]),
             "announce-ctl volume 70": (0, ["threshold 70% (set)"]),
