@@ -73,6 +73,8 @@ private func validate(_ request: Request) throws(AnnounceError) -> Response {
             check(time)
         case .stop(let order):
             if let order { precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength) }
+        case .show(let order):
+            precondition(!order.isEmpty && order.utf8.count <= JobRequest.maximumOrderLength)
         }
         return Response(id: request.id, ok: true)
     default:

@@ -67,6 +67,9 @@ public struct AlibabaThingSettings: Sendable {
         /// The identifier of "replay the last combination broadcast" (使设备重播上一次组合播报内容): not in the public
         /// pages either; the product's 功能定义 says it.
         public var replayService = "SpeechReplay"
+        /// The identifiers of "start / stop repeat broadcast" (启动 / 停止重复播报): not in the public pages either.
+        public var startRepeatService = "StartRepeatSpeech"
+        public var stopRepeatService = "StopRepeatSpeech"
         /// Plain MQTT (`securemode=3`) instead of TLS: for a test bench only.
         public var allowPlainMQTT = false
 
@@ -122,8 +125,9 @@ public struct AlibabaThingSettings: Sendable {
 /// What maps onto the daemon's combination (`combine`): `SpeechBroadcast` and its synchronous form
 /// `SyncSpeechBroadcast` (RRPC), whose `params` the platform's device SDK reads as `speechs` (corpus ids and `{$…}`
 /// amounts, in order), `id` (the speech id: a retry carries the same one) and `format`; and `enforce` (the cloud
-/// API's `EnforceFlag`: play through the mute, if the terminal's daemon allows it). Every other service —
-/// replay, repeat — is answered with code ``notSupported`` until those exist here.
+/// API's `EnforceFlag`: play through the mute, if the terminal's daemon allows it). The replay service, and start /
+/// stop repeat (the daemon's `repeat`: `speechs`, `id`, `interval` seconds, `times`; a stop's `id`, or none for
+/// every one). Every other service is answered with code ``notSupported``.
 public struct AlinkThing: Sendable {
     public static let speechUpdateEvent = "SpeechUpdateResponse"
     public static let speechPost = "SpeechPost"
@@ -192,6 +196,8 @@ public struct AlinkThing: Sendable {
         /// "Replay the last combination broadcast": `request` (the daemon's `replay`) handed over, then answered at
         /// `replyTo`.
         case replay(Request, replyTo: ReceiptEntry.ReplyAddress)
+        /// Start or stop a repeating notice: `request` (the daemon's `repeat`) handed over, then answered at `replyTo`.
+        case repeatCall(Request, replyTo: ReceiptEntry.ReplyAddress)
         /// Answered with `reply` and nothing else: a service not offered, or parameters that cannot be used.
         case answer(Reply, reason: String)
         /// The platform's answer to something the device posted.
@@ -229,6 +235,9 @@ public struct AlinkThing: Sendable {
         var id: String?
         var format: String?
         var enforce: Flag?
+        /// Start repeat: seconds between two times, and how many times at most.
+        var interval: Int?
+        var times: Int?
     }
 
     /// A flag given as a boolean or as 0/1.
@@ -337,6 +346,31 @@ public struct AlinkThing: Sendable {
                     speechID: speechID, request: request,
                     synchronous: identifier == Self.syncSpeechBroadcast || service.isEmpty,
                     replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id)))
+        case settings.options.startRepeatService where !service.isEmpty:
+            let usage = "\(identifier) needs params.speechs (corpus ids and {$amount}s), params.id and params.interval"
+            guard let params = (try? JSONDecoder().decode(WithParams<BroadcastParams>.self, from: Data(payload)))?.params,
+                let speechs = params.speechs, let speechID = params.id, let interval = params.interval
+            else { return refuse(usage) }
+            guard !speechID.isEmpty, speechID.utf8.count <= 120,
+                !speechID.unicodeScalars.contains(where: PushMessage.isControl),
+                (1...CombinationPart.maximumCount).contains(speechs.count),
+                speechs.allSatisfy({
+                    !$0.isEmpty && $0.count <= 64 && !$0.unicodeScalars.contains(where: PushMessage.isControl)
+                })
+            else { return refuse(usage + " (an id of 1 to 120 printable characters, 1 to 32 speechs)") }
+            // The daemon checks interval and times, and answers what it cannot use (460 with its message).
+            var request = Request(
+                id: "alink-\(id)", op: "repeat", order: speechID, parts: speechs.map(Request.Part.init(listItem:)),
+                enforce: params.enforce?.value == true ? true : nil)
+            request.every = Double(interval)
+            request.times = params.times
+            return .repeatCall(request, replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id))
+        case settings.options.stopRepeatService where !service.isEmpty:
+            let params = (try? JSONDecoder().decode(WithParams<BroadcastParams>.self, from: Data(payload)))?.params
+            var request = Request(id: "alink-\(id)", op: "repeat", order: params?.id)
+            request.stop = true
+            if params?.id == nil { request.all = true }
+            return .repeatCall(request, replyTo: ReceiptEntry.ReplyAddress(topic: replyTopic, id: id))
         case settings.options.replayService:
             // Spoken in turn like a payment (never before one); once per call (its id is the order).
             let request = Request(
@@ -347,8 +381,8 @@ public struct AlinkThing: Sendable {
             let name = identifier.isEmpty ? (invoked.method ?? "?") : identifier
             let message =
                 "not supported: \(name) (this device takes SpeechPost, SpeechBroadcast, SyncSpeechBroadcast, "
-                + "DeleteSpeech, \(settings.options.deleteAllService) and \(settings.options.replayService); repeat "
-                + "is not offered yet)"
+                + "DeleteSpeech, \(settings.options.deleteAllService), \(settings.options.replayService), "
+                + "\(settings.options.startRepeatService) and \(settings.options.stopRepeatService))"
             return .answer(reply(Self.notSupported, message), reason: message)
         }
     }

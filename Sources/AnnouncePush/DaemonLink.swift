@@ -11,6 +11,10 @@ public enum ForwardOutcome: Sendable, Equatable {
     case refused(ErrorInfo)
     /// The daemon could not take it now (down, busy, queue full, stopping …): do not acknowledge; retry.
     case unavailable(String)
+    /// A repeating notice started (`started`), or already known by its id (a start sent again): acknowledge.
+    case repeatNotice(RepeatInfo, started: Bool)
+    /// The repeats a stop ended (as they ended): acknowledge.
+    case stopped([RepeatInfo])
 
     public var mayAcknowledge: Bool {
         if case .unavailable = self { return false }
@@ -54,7 +58,12 @@ public struct DaemonLink: Sendable {
         let (answer, failure) = exchange(request)
         guard let reply = answer else { return .unavailable(failure) }
         if reply.ok, let job = reply.job { return .accepted(job) }
+        if reply.ok, let info = reply.repeat { return .repeatNotice(info, started: true) }
+        if reply.ok, let stopped = reply.repeats { return .stopped(stopped) }
         guard let error = reply.error else { return .unavailable("the daemon replied without a job or an error") }
+        if error.code == AnnounceError.Code.duplicate.rawValue, let info = reply.repeat {
+            return .repeatNotice(info, started: false)
+        }
         if error.code == AnnounceError.Code.duplicate.rawValue { return .duplicate(reply.job) }
         if Self.permanentRefusals.contains(error.code) { return .refused(error) }
         return .unavailable("\(error.code): \(error.message)")
@@ -73,6 +82,11 @@ public struct DaemonLink: Sendable {
         } catch {
             return nil
         }
+    }
+
+    /// A repeating notice as the daemon has it now (running or ended); nil if it cannot say (unreachable, unknown).
+    public func repeatInfo(_ order: String) -> RepeatInfo? {
+        exchange(Request(op: "repeat", order: order)).reply?.repeat
     }
 
     /// Asks the daemon to speak a status prompt; returns the refusal or failure, nil when queued.

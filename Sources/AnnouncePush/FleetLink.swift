@@ -58,20 +58,28 @@ public final class FleetLink: Sendable {
             corpusWorker = nil
         }
         if receipts != nil || reporter != nil {
-            events = DaemonEvents(
-                socketPath: configuration.socketPath, logger: logger,
-                handlers: DaemonEvents.Handlers(
-                    since: { receipts?.subscriptionSince() },
-                    final: { info in
-                        receipts?.finalState(info)
-                        reporter?.changed()
-                    },
-                    live: { unfinished in
-                        receipts?.live(unfinished: unfinished)
-                        reporter?.changed()
-                    },
-                    statusChanged: { reporter?.changed() },
-                    ended: { reporter?.changed() }))
+            var handlers = DaemonEvents.Handlers(
+                since: { receipts?.subscriptionSince() },
+                final: { info in
+                    receipts?.finalState(info)
+                    reporter?.changed()
+                },
+                live: { unfinished in
+                    receipts?.live(unfinished: unfinished)
+                    // A repeat that ended while the stream was down (or the listener away) has no event coming:
+                    // its end is asked of the daemon.
+                    for order in receipts?.owedRepeats ?? [] {
+                        if let info = daemon.repeatInfo(order), info.state.isFinal { receipts?.repeatEnded(info) }
+                    }
+                    reporter?.changed()
+                },
+                statusChanged: { reporter?.changed() },
+                ended: { reporter?.changed() })
+            handlers.repeatEnded = { info in
+                receipts?.repeatEnded(info)
+                reporter?.changed()
+            }
+            events = DaemonEvents(socketPath: configuration.socketPath, logger: logger, handlers: handlers)
         } else {
             events = nil
         }

@@ -114,10 +114,30 @@ public struct VerifiedPayment: Sendable, Equatable {
     /// The daemon request: `say` (a combination: `combine`) with the order id, so the daemon de-duplicates
     /// redeliveries.
     public var request: Request {
-        if let parts = message.parts {
+        switch message.kind {
+        case .repeatStop:
+            var request = Request(id: message.order, op: "repeat", order: message.order)
+            request.stop = true
+            return request
+        case .replay:
+            // Heard once per order id, however often it is delivered.
+            return Request(
+                id: message.order, op: "replay", order: message.order, priority: JobPriority.payment.rawValue,
+                kind: message.replay?.rawValue)
+        case .repeatStart:
+            var request = Request(
+                id: message.order, op: "repeat", style: style?.rawValue, liang: liang, order: message.order,
+                parts: message.parts?.map(Request.Part.init(listItem:)), enforce: message.enforce)
+            request.every = message.every.map(Double.init)
+            request.times = message.times
+            return request
+        case .combination:
             return Request(
                 id: message.order, op: "combine", style: style?.rawValue, liang: liang, order: message.order,
-                parts: parts.map(Request.Part.init(listItem:)), enforce: message.enforce)
+                priority: message.noticeClass == .notice ? JobPriority.notice.rawValue : nil,
+                parts: message.parts?.map(Request.Part.init(listItem:)), enforce: message.enforce)
+        case .payment:
+            break
         }
         return Request(
             id: message.order, op: "say", fen: amount?.fen, channel: message.channel, refund: message.refund,
@@ -214,6 +234,7 @@ public struct PushVerifier: Sendable {
     /// device, so the service is told (a `refused` receipt).
     public func judge(_ message: PushMessage, nowMs: Int64) throws(AnnounceError) -> VerifiedPayment {
         try checkWindow(createdAt: message.createdAt, nowMs: nowMs, maximumAgeMs: maximumAgeMs)
+        if message.kind == .repeatStop || message.kind == .replay { return VerifiedPayment(message: message, amount: nil) }
         guard currencies.contains(message.currency) else {
             throw AnnounceError(
                 .unsupportedCurrency,

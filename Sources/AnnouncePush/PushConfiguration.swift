@@ -510,6 +510,10 @@ public struct PushConfiguration: Sendable {
                     }
                 case "delete_all_service": if let text = string(alibaba, key, name) { settings.deleteAllService = text }
                 case "replay_service": if let text = string(alibaba, key, name) { settings.replayService = text }
+                case "start_repeat_service":
+                    if let text = string(alibaba, key, name) { settings.startRepeatService = text }
+                case "stop_repeat_service":
+                    if let text = string(alibaba, key, name) { settings.stopRepeatService = text }
                 case "allow_plain_mqtt": if let flag = bool(alibaba, key, name) { settings.allowPlainMQTT = flag }
                 default: problem(name, "unknown key")
                 }

@@ -653,6 +653,15 @@ public final class PushListener: Sendable {
                 metadata["detail"] = "\(error.message)"
                 noteRefusal(payment.message, reason: error.code, &metadata)
                 logger.error("the daemon refused the payment", metadata: metadata)
+            case .repeatNotice(let info, let started):
+                metadata["event"] = .event(started ? .pushForwarded : .duplicate)
+                metadata["repeat"] = "\(info.state.rawValue)"
+                fleet.receipts?.repeatHandedOver(info, duplicate: !started)
+                logger.info(started ? "repeat forwarded" : "repeat already with the daemon (duplicate)", metadata: metadata)
+            case .stopped(let ended):
+                metadata["event"] = .event(.pushForwarded)
+                metadata["stopped"] = "\(ended.map(\.order))"
+                logger.info("repeat stop forwarded (each repeat's receipt says it ended)", metadata: metadata)
             case .unavailable:
                 break  // handOver left it with the broker
             }
@@ -671,6 +680,7 @@ public final class PushListener: Sendable {
                 case .accepted: listener.metrics.payment(.accepted)
                 case .duplicate: listener.metrics.payment(.duplicate)
                 case .refused: listener.metrics.payment(.refused)
+                case .repeatNotice, .stopped: listener.metrics.payment(.accepted)
                 case .unavailable(let reason):
                     guard listener.isStopping || ContinuousClock.now >= deadline else {
                         SystemThread.sleep(seconds: retry.next())
@@ -853,6 +863,29 @@ public final class PushListener: Sendable {
                     metadata["error.code"] = "\(error.code)"
                     logger.error("the daemon refused the replay", metadata: metadata)
                     publish(AlinkThing.reply(to: replyTo, code: AlinkThing.badParameters, message: error.message))
+                case .repeatNotice, .stopped:
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
+                case .unavailable:
+                    break  // handOver left it with the broker
+                }
+            case .repeatCall(let request, let replyTo):
+                let deadline = ContinuousClock.now + .seconds(configuration.holdSeconds)
+                guard let outcome = handOver(request, until: deadline, &metadata) else { return }
+                switch outcome {
+                case .repeatNotice(let info, let started):
+                    metadata["repeat"] = "\(info.order)"
+                    logger.info(started ? "repeat started" : "repeat already with the daemon", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
+                case .stopped(let ended):
+                    metadata["stopped"] = "\(ended.map(\.order))"
+                    logger.info("repeat stopped", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
+                case .refused(let error):
+                    metadata["error.code"] = "\(error.code)"
+                    logger.error("the daemon refused the repeat call", metadata: metadata)
+                    publish(AlinkThing.reply(to: replyTo, code: AlinkThing.badParameters, message: error.message))
+                case .accepted, .duplicate:
+                    publish(AlinkThing.reply(to: replyTo, code: 200))
                 case .unavailable:
                     break  // handOver left it with the broker
                 }
@@ -913,6 +946,8 @@ public final class PushListener: Sendable {
                     answer(.notHeard, "refused: \(error.code): \(error.message)")
                 }
                 logger.error("the daemon refused the combination broadcast", metadata: metadata)
+            case .repeatNotice, .stopped:
+                answer(.notHeard, "the daemon answered a broadcast as a repeat")
             case .unavailable:
                 break  // handOver left it with the broker
             }

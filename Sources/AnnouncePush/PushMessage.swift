@@ -66,6 +66,36 @@ public struct PushMessage: Sendable, Equatable {
     /// Play through the speaker's mute (optional; signed when present), if the terminal allows it
     /// (`audio.allow_enforce` of its daemon).
     public var enforce: Bool?
+    /// A combination's class (optional; signed when present): `payment` (spoken in turn, the default) or `notice`
+    /// (after the payments waiting, and cut by one that comes while it plays: docs/protocol.md, "Queue rules").
+    public var noticeClass: NoticeClass?
+    /// A repeating notice (optional, with `parts`; signed when present): the combination said again `every` seconds
+    /// (1–3600) after the last time ended, `times` times at most (1–1000, default 10), until stopped; `order` is the
+    /// repeat's id.
+    public var every: Int?
+    public var times: Int?
+    /// Instead of an amount or parts: stop the repeating notice `order` (``stop``), or say the last combination
+    /// again (``replay``, `combination`: the fleet's "replay last"; `order` makes it heard once however often it
+    /// is delivered).
+    public var stop: Bool?
+    public var replay: ReplayKind?
+
+    /// The classes a combination may have.
+    public enum NoticeClass: String, Sendable, Equatable {
+        case payment, notice
+    }
+
+    /// What the message asks, from the fields it has.
+    public enum Kind: Sendable, Equatable {
+        case payment, combination, repeatStart, repeatStop, replay
+    }
+
+    public var kind: Kind {
+        if stop == true { return .repeatStop }
+        if replay != nil { return .replay }
+        guard parts != nil else { return .payment }
+        return every == nil ? .combination : .repeatStart
+    }
     /// Unix time in milliseconds when the payment service created the message.
     public var createdAt: Int64
     public var keyID: String
@@ -98,6 +128,13 @@ public struct PushMessage: Sendable, Equatable {
     /// and no `channel` or `refund` line.
     public var canonical: String {
         var lines = ["announce-push/\(Self.version)", "device=\(device)", "kid=\(keyID)", "order=\(order)"]
+        // A stop or a replay says only what it asks, when, of which order.
+        if stop == true {
+            return (lines + ["stop=true", "created_at=\(createdAt)"]).joined(separator: "\n")
+        }
+        if let replay {
+            return (lines + ["replay=\(replay.rawValue)", "created_at=\(createdAt)"]).joined(separator: "\n")
+        }
         if let parts {
             lines += ["parts=\(parts.joined(separator: Self.partSeparator))", "currency=\(currency)"]
         } else {
@@ -111,6 +148,9 @@ public struct PushMessage: Sendable, Equatable {
         if let style { lines.append("style=\(style.rawValue)") }
         if let liang { lines.append("liang=\(liang)") }
         if let enforce { lines.append("enforce=\(enforce)") }
+        if let noticeClass { lines.append("class=\(noticeClass.rawValue)") }
+        if let every { lines.append("every=\(every)") }
+        if let times { lines.append("times=\(times)") }
         lines.append("created_at=\(createdAt)")
         return lines.joined(separator: "\n")
     }
@@ -133,6 +173,11 @@ public struct PushMessage: Sendable, Equatable {
         var sig: String?
         var parts: [String]?
         var enforce: Bool?
+        var `class`: String?
+        var every: Int?
+        var times: Int?
+        var stop: Bool?
+        var replay: String?
     }
 
     /// Joins the parts in the canonical text; no part may contain it.
@@ -153,6 +198,15 @@ public struct PushMessage: Sendable, Equatable {
             // A combination: its parts say what is spoken.
             wire.channel = nil
             wire.refund = nil
+        }
+        wire.class = noticeClass?.rawValue
+        wire.every = every
+        wire.times = times
+        if stop == true || replay != nil {
+            // A stop or a replay: nothing but what it asks.
+            wire = Wire(
+                v: Self.version, device: device, order: order, created_at: createdAt, kid: keyID, sig: signature,
+                stop: stop, replay: replay?.rawValue)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -181,6 +235,41 @@ public struct PushMessage: Sendable, Equatable {
         device = try Self.checked(required(wire.device, "device"), "device", Self.identifierCharacters, 64)
         order = try Self.checked(required(wire.order, "order"), "order", Self.identifierCharacters, 64)
         keyID = try Self.checked(required(wire.kid, "kid"), "kid", Self.identifierCharacters, 32)
+        createdAt = try required(wire.created_at, "created_at")
+        guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
+        let sig = try required(wire.sig, "sig")
+        guard sig.utf8.count == 64, sig.utf8.allSatisfy(Self.isHexDigit) else {
+            throw AnnounceError(.malformed, "field \"sig\" must be 64 hex digits (HMAC-SHA256)")
+        }
+        signature = sig.lowercased()
+        if wire.stop != nil || wire.replay != nil {
+            // A stop or a replay: `order` and the time, nothing that would say what to speak.
+            guard wire.stop == nil || wire.replay == nil else {
+                throw AnnounceError(.malformed, "give \"stop\" or \"replay\", not both")
+            }
+            let others: [Any?] = [
+                wire.amount, wire.fen, wire.parts, wire.currency, wire.channel, wire.refund, wire.style, wire.liang,
+                wire.enforce, wire.class, wire.every, wire.times,
+            ]
+            guard others.allSatisfy({ $0 == nil }) else {
+                throw AnnounceError(.malformed, "a \"stop\" or a \"replay\" has only v, device, order, created_at, kid, sig")
+            }
+            if let stop = wire.stop {
+                guard stop else { throw AnnounceError(.malformed, "field \"stop\" must be true") }
+                self.stop = true
+            }
+            if let replay = wire.replay {
+                guard replay == ReplayKind.combination.rawValue else {
+                    throw AnnounceError(
+                        .malformed, "field \"replay\" must be \"combination\" (the last combination broadcast)")
+                }
+                self.replay = .combination
+            }
+            currency = "CNY"
+            channel = "plain"
+            refund = false
+            return
+        }
         currency = try Self.checked(required(wire.currency, "currency"), "currency", Self.currencyCharacters, 3)
         guard currency.count == 3 else {
             throw AnnounceError(.malformed, "field \"currency\" must be a 3-letter ISO 4217 code such as CNY")
@@ -195,8 +284,6 @@ public struct PushMessage: Sendable, Equatable {
         }
         liang = wire.liang
         enforce = wire.enforce
-        createdAt = try required(wire.created_at, "created_at")
-        guard createdAt >= 0 else { throw AnnounceError(.malformed, "field \"created_at\" is negative") }
         switch (wire.amount, wire.fen, wire.parts) {
         case (let text?, nil, nil):
             guard !text.isEmpty, text.count <= 32, !text.unicodeScalars.contains(where: Self.isControl) else {
@@ -229,11 +316,33 @@ public struct PushMessage: Sendable, Equatable {
         default:
             throw AnnounceError(.malformed, "give one of \"amount\", \"fen\" and \"parts\", not more")
         }
-        let sig = try required(wire.sig, "sig")
-        guard sig.utf8.count == 64, sig.utf8.allSatisfy(Self.isHexDigit) else {
-            throw AnnounceError(.malformed, "field \"sig\" must be 64 hex digits (HMAC-SHA256)")
+        if wire.class != nil || wire.every != nil || wire.times != nil {
+            guard parts != nil else {
+                throw AnnounceError(.malformed, "\"class\", \"every\" and \"times\" belong to a combination (\"parts\")")
+            }
         }
-        signature = sig.lowercased()
+        if let text = wire.class {
+            guard let parsed = NoticeClass(rawValue: text) else {
+                throw AnnounceError(.malformed, "field \"class\" must be \"payment\" or \"notice\"")
+            }
+            noticeClass = parsed
+        }
+        if let every = wire.every {
+            guard RepeatPlan.everyRange.contains(Double(every)) else {
+                throw AnnounceError(.malformed, "field \"every\" must be 1 to 3600 seconds")
+            }
+            guard noticeClass != .payment else {
+                throw AnnounceError(.malformed, "a repeating notice (\"every\") is a notice, not class payment")
+            }
+            self.every = every
+        }
+        if let times = wire.times {
+            guard every != nil else { throw AnnounceError(.malformed, "\"times\" belongs to a repeat (\"every\")") }
+            guard (1...RepeatPlan.maximumTimes).contains(times) else {
+                throw AnnounceError(.malformed, "field \"times\" must be 1 to \(RepeatPlan.maximumTimes)")
+            }
+            self.times = times
+        }
     }
 
     // MARK: Character rules

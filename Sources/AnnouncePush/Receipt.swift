@@ -29,6 +29,8 @@ public struct Receipt: Sendable, Equatable {
     /// What the receipt is about: absent, a payment; `corpus`, a corpus push (pushed clips).
     public enum Kind: String, Sendable, Codable {
         case corpus
+        /// A repeating notice: its receipt comes when it ends (`done`, `stopped`, `acknowledged`, `failed`).
+        case repeatNotice = "repeat"
     }
 
     /// The outcome reported.
@@ -54,6 +56,23 @@ public struct Receipt: Sendable, Equatable {
         case installed
         /// A corpus push's deletion is done and the daemon has loaded what is left.
         case deleted
+        /// A repeating notice was said its times; `heard` of them to their end.
+        case done
+        /// A repeating notice was stopped by a stop message (or on the terminal).
+        case stopped
+        /// A repeating notice was stopped by the shop: the replay key pressed while it repeated.
+        case acknowledged
+
+        /// The receipt state of a repeat's end (nil: still repeating).
+        public init?(repeat state: RepeatState) {
+            switch state {
+            case .repeating: return nil
+            case .done: self = .done
+            case .stopped: self = .stopped
+            case .acknowledged: self = .acknowledged
+            case .failed: self = .failed
+            }
+        }
 
         /// The receipt state of a daemon job's final state (nil: not final).
         public init?(job: JobState) {
@@ -87,6 +106,8 @@ public struct Receipt: Sendable, Equatable {
     public var error: String?
     /// For a corpus push: how many pushed clips are in force after it.
     public var clips: Int?
+    /// For a repeating notice: how many times it was heard to its end.
+    public var heard: Int?
     /// When this receipt was made, Unix milliseconds.
     public var createdAt: Int64
     public var keyID: String
@@ -127,8 +148,19 @@ public struct Receipt: Sendable, Equatable {
             error: info.state == .spoken ? nil : info.error?.code, createdAt: createdAt, keyID: keyID)
     }
 
-    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `kind` and `clips` have a
-    /// line only when the receipt has them (corpus pushes), so a payment's receipt reads as it always did.
+    /// The receipt of a repeating notice that has ended (`duplicate`: a start sent again, the repeat it names).
+    public init?(repeat info: RepeatInfo, duplicate: Bool, device: String, keyID: String, createdAt: Int64) {
+        guard let final = State(repeat: info.state) else { return nil }
+        self.init(
+            device: device, order: info.order, state: duplicate ? .duplicate : final,
+            original: duplicate ? final : nil, job: nil, error: info.error?.code, createdAt: createdAt, keyID: keyID,
+            kind: .repeatNotice)
+        heard = info.heard
+    }
+
+    /// The text the signature covers (UTF-8, lines joined by "\n", no final line break). `kind`, `clips` and `heard`
+    /// have a line only when the receipt has them (corpus pushes, repeats), so a payment's receipt reads as it always
+    /// did.
     public var canonical: String {
         func text<T>(_ value: T?) -> String { value.map { "\($0)" } ?? "" }
         var lines = ["announce-receipt/\(Self.version)"]
@@ -140,6 +172,7 @@ public struct Receipt: Sendable, Equatable {
             "first_sample_us=\(text(firstSampleMicros))", "error=\(text(error))",
         ]
         if let clips { lines.append("clips=\(clips)") }
+        if let heard { lines.append("heard=\(heard)") }
         lines.append("created_at=\(createdAt)")
         return lines.joined(separator: "\n")
     }
@@ -180,6 +213,7 @@ public struct Receipt: Sendable, Equatable {
         var first_sample_us: Int64?
         var error: String?
         var clips: Int?
+        var heard: Int?
         var created_at: Int64
         var kid: String
         var sig: String?
@@ -190,7 +224,7 @@ public struct Receipt: Sendable, Equatable {
         let wire = Wire(
             v: Self.version, kind: kind, device: device, order: order, state: state, original: original, job: job,
             accepted_at: acceptedAt, heard_at: heardAt, first_sample_us: firstSampleMicros, error: error,
-            clips: clips, created_at: createdAt, kid: keyID, sig: signature)
+            clips: clips, heard: heard, created_at: createdAt, kid: keyID, sig: signature)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // A struct of strings and integers always encodes.
@@ -211,6 +245,7 @@ public struct Receipt: Sendable, Equatable {
             acceptedAt: wire.accepted_at, heardAt: wire.heard_at, firstSampleMicros: wire.first_sample_us,
             error: wire.error, createdAt: wire.created_at, keyID: wire.kid, signature: wire.sig, kind: wire.kind,
             clips: wire.clips)
+        heard = wire.heard
     }
 }
 

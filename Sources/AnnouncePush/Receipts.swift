@@ -68,6 +68,8 @@ public final class Receipts: Sendable {
         /// The last final states seen (job id → info), for an entry noted just after its job's final state passed.
         var recentFinals: [UInt64: JobInfo] = [:]
         var recentOrder: [UInt64] = []
+        /// The repeats' ends seen lately (order → the repeat as it ended), for an entry noted just after.
+        var recentRepeats: [String: RepeatInfo] = [:]
         /// The entries owed when the current subscription was asked for (seq → job): the ones its `live` line
         /// must account for.
         var owedAtSubscription: [UInt64: UInt64]?
@@ -197,6 +199,42 @@ public final class Receipts: Sendable {
         return true
     }
 
+    /// Notes a repeating notice the daemon started (or, `duplicate`, already had): its receipt is made when it ends
+    /// (``repeatEnded(_:)``), at once if it has. Returns once on disk, like ``handedOver(order:reply:replyTo:)``.
+    public func repeatHandedOver(_ info: RepeatInfo, duplicate: Bool) {
+        let ended: RepeatInfo? = info.state.isFinal ? info : state.withLock { $0.recentRepeats[info.order] }
+        register(
+            order: info.order, job: nil, duplicate: duplicate,
+            receipt: ended.flatMap { repeatReceipt($0, duplicate: duplicate) }, kind: .repeatNotice)
+    }
+
+    /// A repeating notice ended (the daemon's `repeat` event, or its look after a reconnection).
+    public func repeatEnded(_ info: RepeatInfo) {
+        guard info.state.isFinal else { return }
+        let owed = state.withLock { state -> [(UInt64, Bool)] in
+            state.recentRepeats[info.order] = info
+            if state.recentRepeats.count > Self.recentLimit { state.recentRepeats = [info.order: info] }
+            return state.entries.filter { _, entry in
+                entry.stored.kind == .repeatNotice && entry.stored.receipt == nil && entry.stored.order == info.order
+            }.map { ($0.key, $0.value.stored.duplicate) }.sorted { $0.0 < $1.0 }
+        }
+        for (seq, duplicate) in owed {
+            if let receipt = repeatReceipt(info, duplicate: duplicate) { setReceipt(seq, receipt) }
+        }
+    }
+
+    /// The repeats whose receipt is owed (their end not seen yet): asked of the daemon after a reconnection.
+    public var owedRepeats: [String] {
+        state.withLock { state in
+            Array(Set(state.entries.values.filter { $0.stored.kind == .repeatNotice && $0.stored.receipt == nil }
+                .map(\.stored.order))).sorted()
+        }
+    }
+
+    private func repeatReceipt(_ info: RepeatInfo, duplicate: Bool) -> Receipt? {
+        Receipt(repeat: info, duplicate: duplicate, device: settings.device, keyID: settings.keyID, createdAt: WallClockMs.now)
+    }
+
     private static func rememberRefusal(_ message: String, _ state: inout State) {
         guard state.refusedMessages.insert(message).inserted else { return }
         state.refusedOrder.append(message)
@@ -206,7 +244,7 @@ public final class Receipts: Sendable {
     @discardableResult
     private func register(
         order: String, job: UInt64?, duplicate: Bool, receipt: Receipt?, message: String? = nil,
-        task: CorpusTask? = nil, replyTo: ReceiptEntry.ReplyAddress? = nil
+        task: CorpusTask? = nil, replyTo: ReceiptEntry.ReplyAddress? = nil, kind: Receipt.Kind? = nil
     ) -> UInt64 {
         let seq = state.withLock { state -> UInt64 in
             let seq = state.nextSeq
@@ -215,8 +253,8 @@ public final class Receipts: Sendable {
                 stored: ReceiptEntry(
                     seq: seq, order: order, job: job ?? 0, duplicate: duplicate, handedAt: WallClockMs.now,
                     receipt: receipt.map { String(decoding: encode($0, seq, replyTo), as: UTF8.self) },
-                    message: message, kind: task == nil ? nil : .corpus, task: task, replyTo: replyTo))
-            entry.registering = receipt == nil && task == nil
+                    message: message, kind: task == nil ? kind : .corpus, task: task, replyTo: replyTo))
+            entry.registering = receipt == nil && task == nil && kind == nil
             if let job { state.highestJob = max(state.highestJob ?? 0, job) }
             if let job, receipt == nil {
                 if let final = state.recentFinals[job], final.order == order { entry.pendingFinal = final }

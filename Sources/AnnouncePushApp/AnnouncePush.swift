@@ -219,12 +219,37 @@ struct MessageOptions: ParsableArguments {
     @Flag(help: "Ask the speaker to play through its mute (if its daemon allows it: audio.allow_enforce).")
     var enforce = false
 
+    @Option(name: .customLong("class"), help: ArgumentHelp("A combination's class: payment or notice.", valueName: "c"))
+    var noticeClass: String?
+
+    @Option(help: ArgumentHelp("A repeating notice: the combination said again every N seconds (1-3600).", valueName: "n"))
+    var every: Int?
+
+    @Option(help: ArgumentHelp("A repeating notice's most times (default 10).", valueName: "n"))
+    var times: Int?
+
+    @Flag(help: "Stop the repeating notice --order (instead of an amount or parts).")
+    var stop = false
+
+    @Flag(name: .customLong("replay-last"), help: "Say the last combination broadcast again (once per --order).")
+    var replayLast = false
+
     @OptionGroup var signer: SignerOptions
 
     /// The signed message.
     func message() throws -> (PushMessage, PushConfiguration?) {
-        let given = [amount != nil, fen != nil, !parts.isEmpty].filter { $0 }.count
-        guard given == 1 else { throw ValidationError("give an amount, --fen or --part (one of them)") }
+        let given = [amount != nil, fen != nil, !parts.isEmpty, stop, replayLast].filter { $0 }.count
+        guard given == 1 else {
+            throw ValidationError("give an amount, --fen, --part, --stop or --replay-last (one of them)")
+        }
+        if (stop || replayLast) && order == nil { throw ValidationError("--stop and --replay-last need --order") }
+        var noticeClass: PushMessage.NoticeClass?
+        if let text = self.noticeClass {
+            guard let parsed = PushMessage.NoticeClass(rawValue: text) else {
+                throw ValidationError("--class: payment or notice")
+            }
+            noticeClass = parsed
+        }
         if !parts.isEmpty && (channel != "plain" || refund) {
             throw ValidationError("a combination (--part) has no --channel or --refund: its parts say what is spoken")
         }
@@ -235,10 +260,18 @@ struct MessageOptions: ParsableArguments {
             readingStyle = parsed
         }
         let order = order ?? "P\(createdAt)-\(UInt32.random(in: 0...UInt32.max))"
-        let message = PushMessage(
+        var message = PushMessage(
             device: device, order: order, amount: parts.isEmpty ? amount.map(PushAmount.text) ?? .fen(fen ?? 0) : nil,
             currency: currency, channel: channel, refund: refund, createdAt: createdAt, keyID: keyID,
             style: readingStyle, liang: liang, parts: parts.isEmpty ? nil : parts, enforce: enforce ? true : nil)
+        message.noticeClass = noticeClass
+        message.every = every
+        message.times = times
+        if stop || replayLast {
+            message = PushMessage(device: device, order: order, amount: nil, createdAt: createdAt, keyID: keyID)
+            message.stop = stop ? true : nil
+            message.replay = replayLast ? .combination : nil
+        }
         // What the listener would refuse for its shape is refused here too (the signature is not checked yet).
         do {
             _ = try PushMessage(payload: PushSigner.sign(message, key: secret).payload())

@@ -109,6 +109,14 @@ extension JobLifecycle {
         return ended
     }
 
+    /// The repeat of this order id as it is now, running or ended; `not_found` if it was never started (or forgotten
+    /// after the history's retention).
+    func repeatInfo(_ order: String) throws(AnnounceError) -> RepeatInfo {
+        if let running = repeats[order] { return info(of: running) }
+        if let known = try journal.repeatRecord(order) { return known.info }
+        throw AnnounceError(.notFound, "no repeat \(order)")
+    }
+
     /// Ends a repeat because its next time could not be queued.
     func failRepeat(_ order: String, _ error: AnnounceError) {
         end(order, as: .failed, error: error)

@@ -114,6 +114,8 @@ struct RequestHandler: Sendable {
                 }
             case .stop(let order):
                 response.repeats = try await daemon.stopRepeats(order, state: .stopped)
+            case .show(let order):
+                response.repeat = try await daemon.jobs.repeatInfo(order)
             }
             try await reply(response)
         case .corpus:

@@ -1,4 +1,5 @@
 import AnnounceCore
+import AnnounceCrypto
 import AnnounceTestSupport
 import Foundation
 import Logging
@@ -273,6 +274,35 @@ struct ReceiptStoreTests {
         #expect(published.map(\.0) == ["t/SpeechBroadcast_reply", "r"])
         #expect(published.map(\.1) == ["S-1 heard 102", "P-1 heard -"])
         try await waitUntil { (try? receipts.store.load().entries.isEmpty) == true }
+    }
+
+    /// A repeating notice's receipt comes when it ends, signed with how it ended and how often it was heard; owed across
+    /// a restart; one that had ended before it was noted (its event came first) gets it at once; a start sent again is
+    /// a `duplicate` with the end as `original`.
+    @Test func aRepeatsReceiptComesWhenItEndsWithHowOftenItWasHeard() async throws {
+        let directory = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func info(_ order: String, _ state: RepeatState, heard: Int = 0) -> RepeatInfo {
+            RepeatInfo(order: order, state: state, every: 30, times: 10, played: heard, heard: heard)
+        }
+        do {
+            let (receipts, outbox) = try Self.engine(directory)
+            receipts.repeatHandedOver(info("T-1", .repeating), duplicate: false)
+            #expect(outbox.next() == nil && receipts.owedRepeats == ["T-1"])
+        }
+        let (receipts, outbox) = try Self.engine(directory)
+        #expect(receipts.owedRepeats == ["T-1"], "owed across a restart")
+        receipts.repeatEnded(info("T-1", .acknowledged, heard: 3))
+        receipts.repeatEnded(info("T-2", .done, heard: 2))
+        receipts.repeatHandedOver(info("T-2", .repeating), duplicate: false)
+        receipts.repeatHandedOver(info("T-1", .acknowledged, heard: 3), duplicate: true)
+        let published = Self.drain(outbox)
+        #expect(published.map(\.order) == ["T-1", "T-2", "T-1"])
+        #expect(published.map(\.state) == [.acknowledged, .done, .duplicate])
+        #expect(published.map(\.heard) == [3, 2, 3] && published[2].original == .acknowledged)
+        #expect(published.allSatisfy { $0.kind == .repeatNotice && $0.isValid(with: HMACKey(Self.settings.key)) })
+        #expect(published[0].canonical.contains("\nkind=repeat\n") && published[0].canonical.contains("\nheard=3\n"))
+        #expect(receipts.owedRepeats.isEmpty)
     }
 
     /// An entry the disk refuses is kept in memory; its receipt is published only once it is written.

@@ -86,6 +86,64 @@ struct SignatureTests {
         #expect(error?.code == .badSignature)
     }
 
+    /// A combination's class, a repeat's `every` and `times`: signed lines when present, asked of the daemon as the
+    /// notice class and its `repeat`; a stop and a replay sign only what they ask.
+    @Test func classRepeatsStopsAndReplaysAreSignedAndAskedOfTheDaemon() throws {
+        var notice = message(order: "N-1")
+        notice.amount = nil
+        notice.parts = ["new-order"]
+        notice.noticeClass = .notice
+        #expect(notice.canonical.hasSuffix("\ncurrency=CNY\nclass=notice\ncreated_at=1795415589123"), "\(notice.canonical)")
+        var verified = try verifier.verify(try signed(notice).payload(), nowMs: Self.now)
+        #expect(verified.request.op == "combine" && verified.request.priority == "notice")
+
+        var repeating = notice
+        repeating.order = "T-17"
+        repeating.noticeClass = nil
+        repeating.every = 30
+        repeating.times = 4
+        #expect(repeating.canonical.hasSuffix("\nevery=30\ntimes=4\ncreated_at=1795415589123"), "\(repeating.canonical)")
+        let original = try signed(repeating)
+        verified = try verifier.verify(original.payload(), nowMs: Self.now)
+        #expect(verified.message.kind == .repeatStart)
+        #expect(verified.request.op == "repeat" && verified.request.order == "T-17")
+        #expect(verified.request.every == 30 && verified.request.times == 4 && verified.request.parts?.count == 1)
+        for change in [{ (m: inout PushMessage) in m.every = 31 }, { $0.times = nil }, { $0.every = nil }] {
+            var copy = original
+            change(&copy)
+            let error = #expect(throws: AnnounceError.self) { try verifier.verify(copy.payload(), nowMs: Self.now) }
+            #expect(error?.code == .badSignature || error?.code == .malformed, "\(copy.canonical)")
+        }
+
+        var stop = PushMessage(device: "T1", order: "T-17", amount: nil, createdAt: Self.now, keyID: "k1")
+        stop.stop = true
+        #expect(stop.canonical == "announce-push/1\ndevice=T1\nkid=k1\norder=T-17\nstop=true\ncreated_at=\(Self.now)")
+        let stopPayload = try signed(stop).payload()
+        #expect(String(decoding: stopPayload, as: UTF8.self).contains(#""stop":true"#))
+        verified = try verifier.verify(stopPayload, nowMs: Self.now)
+        #expect(verified.request.op == "repeat" && verified.request.stop == true && verified.request.order == "T-17")
+
+        var replay = PushMessage(device: "T1", order: "RL-1", amount: nil, createdAt: Self.now, keyID: "k1")
+        replay.replay = .combination
+        verified = try verifier.verify(try signed(replay).payload(), nowMs: Self.now)
+        #expect(verified.request.op == "replay" && verified.request.kind == "combination")
+        #expect(verified.request.order == "RL-1", "heard once per order id")
+
+        // Bad shapes: refused as malformed before the signature is looked at.
+        for (text, reason) in [
+            (#""stop":false"#, "must be true"), (#""stop":true,"amount":"1.00""#, "only v, device"),
+            (#""replay":"payment""#, "\"combination\""), (#""parts":["a"],"every":0,"currency":"CNY""#, "1 to 3600"),
+            (#""parts":["a"],"every":5,"class":"payment","currency":"CNY""#, "is a notice"),
+            (#""amount":"1.00","class":"notice","currency":"CNY""#, "belong to a combination"),
+            (#""parts":["a"],"times":3,"currency":"CNY""#, "belongs to a repeat"),
+        ] {
+            let payload = #"{"v":1,"device":"T1","order":"X","created_at":1,"kid":"k1","sig":""# + String(repeating: "a", count: 64)
+                + #"","# + text + "}"
+            let error = #expect(throws: AnnounceError.self) { try PushMessage(payload: Array(payload.utf8)) }
+            #expect(error?.code == .malformed && error?.message.contains(reason) == true, "\(text): \(String(describing: error))")
+        }
+    }
+
     @Test func aSignedCombinationBecomesACombineWithItsParts() throws {
         var combination = message(order: "SP-1")
         combination.amount = nil

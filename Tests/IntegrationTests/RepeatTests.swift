@@ -74,8 +74,10 @@ extension DaemonIntegration {
                 #expect(event?.order == "R-2" && event?.state == .stopped, "\(String(describing: event))")
                 // A stop sent again: the repeat as it ended; one never started: not_found.
                 #expect(try await daemon.reply(stop).repeats?.first?.state == .stopped)
+                #expect(try await daemon.reply(Request(op: "repeat", order: "R-2")).repeat?.state == .stopped, "a look")
                 stop.order = "R-none"
                 #expect(try await daemon.reply(stop).error?.code == "not_found")
+                #expect(try await daemon.reply(Request(op: "repeat", order: "R-none")).error?.code == "not_found")
 
                 let ctl = try await daemon.ctl(["repeat", "-o", "R-3", "--every", "0.2", "new-order"])
                 #expect(ctl.status == 2 && ctl.stdout.contains("bad_request") && ctl.stdout.contains("every"), "\(ctl)")

@@ -105,11 +105,13 @@ public enum RepeatCommand: Sendable, Equatable {
     case start(RepeatPlan)
     /// Stop the repeat of this id, or every one running (nil: `all`).
     case stop(order: String?)
+    /// The repeat of this id as it is now, running or ended (an `order` and nothing else).
+    case show(order: String)
 }
 
 extension Request {
-    /// Validates a `repeat` request: a start (`parts`, `order`, `every`, optional `times`) or a `stop` (`order`, or
-    /// `all`).
+    /// Validates a `repeat` request: a start (`parts`, `order`, `every`, optional `times`), a `stop` (`order`, or
+    /// `all`), or a look (`order` alone).
     public func repeatCommand() throws(AnnounceError) -> RepeatCommand {
         if stop == true {
             if all == true {
@@ -124,6 +126,7 @@ extension Request {
         guard let order = try orderID() else {
             throw AnnounceError(.badRequest, "a repeat needs an \"order\": its id, to stop it and to send it again safely")
         }
+        if parts == nil && every == nil && times == nil && all == nil { return .show(order: order) }
         guard let every, every.isFinite, RepeatPlan.everyRange.contains(every) else {
             throw AnnounceError(
                 .badRequest,
