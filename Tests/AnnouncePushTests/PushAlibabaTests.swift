@@ -171,10 +171,30 @@ struct PushAlibabaTests {
                         #expect(replayed.text == "三元" && replayed.replayOf == synchronous.id, "\(replayed)")
                         #expect(try await daemon.history().count == before + 1, "replayed once")
 
+                        // Start repeat: the daemon's repeat (answered 200 once it has it), said as notices; stop repeat
+                        // ends it (answered 200); a start without an interval is refused (460).
+                        try await invoke(
+                            "thing/service/StartRepeatSpeech",
+                            #"{"id":"108","method":"thing.service.StartRepeatSpeech","params":{"speechs":["new-order","{#0423}"],"id":"AR-1","interval":3600,"times":5}}"#)
+                        try await platform.wait(for: "the start's answer") { _ in !texts("thing/service/StartRepeatSpeech_reply").isEmpty }
+                        #expect(texts("thing/service/StartRepeatSpeech_reply") == [#"{"code":200,"data":{},"id":"108"}"#])
+                        let repeating = try #require(try await daemon.reply(Request(op: "status")).status?.repeats?.first)
+                        #expect(repeating.order == "AR-1" && repeating.times == 5 && repeating.every == 3600, "\(repeating)")
+                        _ = try await daemon.waitUntilSpoken(["AR-1#1"])
+                        try await invoke("thing/service/StopRepeatSpeech", #"{"id":"109","method":"thing.service.StopRepeatSpeech","params":{"id":"AR-1"}}"#)
+                        try await platform.wait(for: "the stop's answer") { _ in !texts("thing/service/StopRepeatSpeech_reply").isEmpty }
+                        #expect(texts("thing/service/StopRepeatSpeech_reply") == [#"{"code":200,"data":{},"id":"109"}"#])
+                        #expect(try await daemon.reply(Request(op: "repeat", order: "AR-1")).repeat?.state == .stopped)
+                        try await invoke(
+                            "thing/service/StartRepeatSpeech",
+                            #"{"id":"110","method":"thing.service.StartRepeatSpeech","params":{"speechs":["new-order"],"id":"AR-2"}}"#)
+                        try await platform.wait(for: "the refusal") { _ in texts("thing/service/StartRepeatSpeech_reply").count == 2 }
+                        #expect(texts("thing/service/StartRepeatSpeech_reply").last?.hasPrefix(#"{"code":460,"#) == true)
+
                         // A service this device does not offer: answered "not supported" (code 100000).
-                        try await invoke("thing/service/StartRepeatSpeech", #"{"id":"107","method":"thing.service.StartRepeatSpeech","params":{}}"#)
-                        try await platform.wait(for: "the not-supported answer") { _ in !texts("thing/service/StartRepeatSpeech_reply").isEmpty }
-                        #expect(texts("thing/service/StartRepeatSpeech_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"107","message":"not supported: StartRepeatSpeech"#) == true)
+                        try await invoke("thing/service/SpeechExtension", #"{"id":"107","method":"thing.service.SpeechExtension","params":{}}"#)
+                        try await platform.wait(for: "the not-supported answer") { _ in !texts("thing/service/SpeechExtension_reply").isEmpty }
+                        #expect(texts("thing/service/SpeechExtension_reply").first?.hasPrefix(#"{"code":100000,"data":{},"id":"107","message":"not supported: SpeechExtension"#) == true)
 
                         // DeleteSpeech: answered 200; the clip goes, and the properties say so.
                         try await invoke(

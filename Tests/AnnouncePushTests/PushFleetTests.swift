@@ -174,6 +174,55 @@ struct PushFleetTests {
         }
     }
 
+    /// From the fleet, on our signed channel: a notice-class combination, a repeating notice said its times (its
+    /// receipt `done` with how often it was heard), one stopped by a stop message (`stopped`), and "replay last", heard
+    /// once however often it is delivered; a stop of a repeat never started is `refused`.
+    @Test func repeatsStopsAndReplayLastFromTheFleetEachEndInASignedReceipt() async throws {
+        try await withDaemon(rig: nil, device: "null") { daemon in
+            try await FleetBroker.with { broker, files in
+                let watcher = try await Self.watcher(broker)
+                defer { watcher.stop() }
+                try await withListener(
+                    broker: broker, socket: daemon.socket, brokerExtra: files.credentials("T1")
+                ) { setup, listener in
+                    try await setup.publish(["--order", "N-1", "--class", "notice", "--part", "coupon-used"] + files.serviceOptions)
+                    try await watcher.waitForReceipts(["N-1"], state: .heard)
+                    #expect(try await daemon.jobs(order: "N-1").map(\.priority) == [.notice])
+
+                    let options = ["--part", "new-order", "--part", "{#17}"]
+                    try await setup.publish(["--order", "R-1", "--every", "1", "--times", "2"] + options + files.serviceOptions)
+                    try await watcher.waitForReceipts(["R-1"], state: .done)
+                    let done = try #require(watcher.receipts.first { $0.order == "R-1" })
+                    #expect(done.kind == .repeatNotice && done.heard == 2, "\(done)")
+                    let times = try await daemon.jobs(order: "R-1#1") + daemon.jobs(order: "R-1#2")
+                    #expect(times.count == 2 && times.allSatisfy { $0.state == .spoken }, "each time once: \(times)")
+
+                    try await setup.publish(["--order", "R-2", "--every", "3600"] + options + files.serviceOptions)
+                    _ = try await daemon.waitUntilSpoken(["R-2#1"])
+                    try await setup.publish(["--order", "R-2", "--stop"] + files.serviceOptions)
+                    try await watcher.waitForReceipts(["R-2"], state: .stopped)
+                    #expect(watcher.receipts.first { $0.order == "R-2" }?.heard == 1)
+
+                    try await setup.publish(["--order", "R-none", "--stop"] + files.serviceOptions)
+                    try await watcher.waitForReceipts(["R-none"], state: .refused)
+                    #expect(watcher.receipts.first { $0.order == "R-none" }?.error == "not_found")
+
+                    let replay = try await setup.sign(["--order", "RL-1", "--replay-last"])
+                    try await setup.publishRaw(replay, options: files.serviceOptions)
+                    try await watcher.waitForReceipts(["RL-1"], state: .heard)
+                    try await setup.publishRaw(replay, options: files.serviceOptions)
+                    try await watcher.waitForReceipts(["RL-1"], state: .duplicate)
+                    let replayed = try await daemon.jobs(order: "RL-1")
+                    #expect(replayed.count == 1 && replayed.first?.text == "您有新的外卖订单，请及时处理一七", "\(replayed)")
+                    let receipts = watcher.receipts.filter { ["N-1", "R-1", "R-2", "R-none", "RL-1"].contains($0.order) }
+                    #expect(receipts.count == 6 && receipts.allSatisfy { $0.isValid(with: Self.deviceKey) }, "\(receipts)")
+                    #expect(listener.logLines(containing: "repeat forwarded", "order.id=R-1").count == 1, "\(listener.log)")
+                    try await Self.waitUntilNothingPending(setup)
+                }
+            }
+        }
+    }
+
     /// A burst: every payment gets exactly one receipt, `heard`, each signed. Prints how long after its last sample
     /// left the device each receipt reached the service (heard_at → arrival, one machine's clock).
     @Test func aBurstGetsOneReceiptPerPayment() async throws {
