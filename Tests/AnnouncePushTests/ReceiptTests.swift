@@ -76,6 +76,9 @@ struct ReceiptTests {
             Receipt(
                 device: "T1", order: "C-2", state: .refused, job: nil, error: "bad_hash", createdAt: 3, keyID: "k1",
                 kind: .corpus, clips: 0),
+            Receipt(
+                repeat: RepeatInfo(order: "R-1", state: .acknowledged, every: 30, times: 10, played: 3, heard: 2),
+                duplicate: false, device: "T1", keyID: "k1", createdAt: 3)!,
         ] {
             let signed = receipt.signed(with: Self.key)
             let good = try await verify(signed.payload())
