@@ -1,5 +1,6 @@
 import AnnounceClient
 import AnnounceCore
+import AnnounceSound
 import AnnounceTestSupport
 import Foundation
 import Testing
@@ -112,6 +113,39 @@ extension DaemonIntegration {
                     let times = try await Self.times(of: "R-5", daemon)
                     #expect(times.keys.sorted() == ["R-5#1", "R-5#2", "R-5#3"], "\(times.keys)")
                     #expect(times.values.allSatisfy { $0.count == 1 && $0[0].state == .spoken }, "each once: \(times)")
+                }
+            }
+        }
+
+        /// On the rig, what is heard: a notice playing when a payment comes is cut, the payment is heard whole at once,
+        /// then the notice whole from its start — never one over the other, and the payment never behind it.
+        @Test func aPaymentCutsANoticePlayingAndTheNoticeIsHeardWholeAfterIt() async throws {
+            let pack = try VoicePackLoader.load(directory: "\(Paths.voices)/zh")
+            let notice = try pack.render(pack.composer.compose(.combination([.clip("new-order")]), corpus: []))
+            let payment = try pack.render(pack.composer.compose(amount: Amount(parsing: "1")))
+            try await withRig { rig in
+                try await withDaemon(rig: rig) { daemon in
+                    let captured = try await rig.capture {
+                        let sent = try await daemon.reply(
+                            Request(op: "combine", priority: "notice", parts: [.init(clip: "new-order")]))
+                        #expect(sent.ok && sent.job?.priority == .notice, "\(sent)")
+                        // Well into the notice: heard starting, a second and more before its end.
+                        let started = try await eventually(timeout: .seconds(20)) {
+                            let heard = AudioMatch.hearings(of: [notice, payment], in: rig.capturedSoFar())
+                            return heard.first.map { $0.best == 0 && $0.matched[0] > pack.sampleRate / 2 } ?? false
+                        }
+                        try #require(started, "the notice was never heard starting")
+                        let paid = try await daemon.reply(Request(op: "say", amount: "1", wait: true))
+                        #expect(paid.ok, "\(paid)")
+                        try await daemon.waitUntilIdle()
+                    }
+                    let heard = AudioMatch.hearings(of: [notice, payment], in: captured)
+                    #expect(heard.map(\.best) == [0, 1, 0], "\(heard)")
+                    #expect(heard.map(\.complete) == [false, true, true], "cut, whole, whole: \(heard)")
+                    let jobs = try #require(try await daemon.reply(Request(op: "history", limit: 10)).jobs)
+                    let cut = try #require(jobs.first { $0.priority == .notice })
+                    #expect(cut.state == .spoken && cut.attempts == 2, "\(cut)")
+                    #expect(daemon.log.contains("notice cut by a payment"), "\(daemon.log)")
                 }
             }
         }
