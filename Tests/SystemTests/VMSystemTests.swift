@@ -166,6 +166,14 @@ import Testing
             captured: try facts.capture("replay"))
         #expect(replay.value > 0.95, "到账六点六元 was not heard again (correlation \(replay.value))")
 
+        // Pressed while a notice repeats: the repeat is acknowledged (it ends so, and says so), nothing replayed.
+        #expect(facts["repeat_started"].contains("repeat KEY-R repeating"), "\(facts["repeat_started"])")
+        let acknowledged = try Self.replies(facts["repeat_acknowledged"]).first?.repeats?.first
+        #expect(acknowledged?.order == "KEY-R" && acknowledged?.state == .acknowledged, "\(facts["repeat_acknowledged"])")
+        let newest = try Self.replies(facts["repeat_history"]).flatMap { $0.jobs ?? [] }.first
+        #expect(newest?.order == "KEY-R#1" && newest?.replayOf == nil, "no replay: \(facts["repeat_history"])")
+        #expect(journal.contains("acknowledged"), "\(journal)")
+
         // Unplugged and plugged in again: noticed both ways, and its volume key works.
         #expect(facts.number("gone_count") ?? 0 >= 1 && facts.number("opened_count") ?? 0 >= 2, "\(facts.summary)")
         #expect(try percent("master_after_replug") == percent("master_before_replug") + 10,

@@ -459,6 +459,15 @@ step_keys() {
     capture_stop
     record replay_history announce-ctl history --json -n 2
 
+    # While a notice repeats, the same key acknowledges it: the repeat ends `acknowledged`, nothing is replayed.
+    record repeat_started announce-ctl repeat -o KEY-R --every 3600 --times 5 new-order
+    wait_until 30 idle || echo "   the repeat's first time did not end"
+    note_keys
+    tap "$node" KEY_PLAYPAUSE
+    after_keys 1
+    record repeat_acknowledged announce-ctl --json repeat --stop KEY-R
+    record repeat_history announce-ctl history --json -n 1
+
     # Unplugged, and plugged in again (a new device node): used again at once.
     kill "$(cat "$FACTS/$step/keypad.pid")"
     gone() { (( $(journal_count "input device gone") >= 1 )); }
