@@ -223,6 +223,44 @@ struct PushFleetTests {
         }
     }
 
+    /// A repeat that ends while the listener is down (stopped on the terminal meanwhile) still gets its receipt: owed
+    /// on disk, and its end asked of the daemon when the listener is back.
+    @Test func aRepeatThatEndsWhileTheListenerIsDownStillGetsItsReceipt() async throws {
+        try await withDaemon(rig: nil, device: "null") { daemon in
+            try await FleetBroker.with { broker, files in
+                let watcher = try await Self.watcher(broker)
+                defer { watcher.stop() }
+                let setup = try PushSetup(broker: broker, socket: daemon.socket, brokerExtra: files.credentials("T1"))
+                defer { setup.remove() }
+                let first = try await setup.startListener()
+                do {
+                    try await setup.publish(
+                        ["--order", "R-9", "--every", "3600", "--part", "order-urged"] + files.serviceOptions)
+                    _ = try await daemon.waitUntilSpoken(["R-9#1"])
+                    #expect(Self.pending(setup).map(\.order) == ["R-9"], "owed on disk")
+                    _ = try await first.stop()
+                } catch {
+                    _ = try? await first.stop()
+                    throw error
+                }
+                var stop = Request(op: "repeat", order: "R-9")
+                stop.stop = true
+                #expect(try await daemon.reply(stop).repeats?.first?.state == .stopped)
+                let second = try await setup.startListener()
+                do {
+                    try await watcher.waitForReceipts(["R-9"], state: .stopped)
+                    try await Self.waitUntilNothingPending(setup)
+                    _ = try await second.stop()
+                } catch {
+                    _ = try? await second.stop()
+                    throw error
+                }
+                let receipts = watcher.receipts.filter { $0.order == "R-9" }
+                #expect(receipts.count == 1 && receipts[0].heard == 1 && receipts[0].isValid(with: Self.deviceKey), "\(receipts)")
+            }
+        }
+    }
+
     /// A burst: every payment gets exactly one receipt, `heard`, each signed. Prints how long after its last sample
     /// left the device each receipt reached the service (heard_at → arrival, one machine's clock).
     @Test func aBurstGetsOneReceiptPerPayment() async throws {
