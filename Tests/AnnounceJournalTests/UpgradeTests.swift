@@ -77,7 +77,7 @@ struct UpgradeTests {
     let directory: String
     var path: String { "\(directory)/journal.sqlite" }
     static let all = [
-        "v1", "v2-attempts", "v2: order ids per kind of job", "v3: boot clock", "v4: enforce",
+        "v1", "v2-attempts", "v2: order ids per kind of job", "v3: boot clock", "v4: enforce", "v5: repeats",
     ]
 
     init() throws {
