@@ -1,6 +1,9 @@
 import AnnounceCore
 import CLazyLibraries
 import CSndFile
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An error from libsndfile: the call that failed, the file, and the library's own message.
 public struct SndFileError: Error, Sendable, CustomStringConvertible {
@@ -70,10 +73,20 @@ public enum SoundFile {
     public static func read(
         descriptor: Int32, path: String, maximumFrames: Int = 30 * 192_000
     ) throws(SndFileError) -> DecodedAudio {
+        // libsndfile is handed a duplicate of its own, which it closes: from 1.0.31 to 1.2.0 (Debian 12's),
+        // sf_open_fd closes the descriptor it was given when the open fails, close_desc false or not (libsndfile
+        // issue 949), and the caller's own close would then close whatever another thread had meanwhile opened
+        // under the same number.
+        let own = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard own >= 0 else {
+            throw SndFileError(
+                function: "fcntl(F_DUPFD_CLOEXEC)", path: path, message: String(cString: strerror(errno)))
+        }
         library.lock()
         defer { library.unlock() }
         var info = SF_INFO()
-        guard let file = sf_open_fd(descriptor, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
+        // SF_TRUE: sf_close, or the failed open itself, closes `own`.
+        guard let file = sf_open_fd(own, Int32(SFM_READ), &info, Int32(SF_TRUE)) else {
             throw SndFileError(function: "sf_open_fd", path: path, message: String(cString: sf_strerror(nil)))
         }
         return try read(file, info: info, path: path, maximumFrames: maximumFrames)
