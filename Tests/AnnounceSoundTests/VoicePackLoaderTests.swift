@@ -8,6 +8,21 @@ import Testing
 /// The libsndfile side for real: decoding files written by libsndfile and by sox, and loading voice packs
 /// (the default ones built by scripts/build-voice-pack.sh, and deliberately broken copies of them).
 struct SoundFileTests {
+    /// A file libsndfile cannot read leaves the caller's descriptor open (the caller closes it, once): Debian 12's
+    /// libsndfile 1.2.0 closes the one it is given when `sf_open_fd` fails, whatever `close_desc` says, and a second
+    /// close by the caller would then close another thread's file under the same number.
+    @Test func aFileThatCannotBeDecodedLeavesTheCallersDescriptorOpen() throws {
+        let directory = try Paths.temporaryDirectory("snd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = "\(directory)/not-audio.wav"
+        try Data(repeating: 0x41, count: 100).write(to: URL(fileURLWithPath: path))
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        #expect(throws: SndFileError.self) { try SoundFile.read(descriptor: descriptor, path: path) }
+        #expect(fcntl(descriptor, F_GETFD) >= 0, "the caller's descriptor was closed under it")
+    }
+
     @Test func writesAndReadsBackTheSameSamples() throws {
         let directory = try Paths.temporaryDirectory("snd")
         defer { try? FileManager.default.removeItem(atPath: directory) }
