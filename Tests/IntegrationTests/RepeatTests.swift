@@ -91,6 +91,27 @@ extension DaemonIntegration {
             }
         }
 
+        /// A repeat whose pushed clip is deleted while it runs ends `failed` at its next time, saying why — not silence
+        /// forever, nor a time said without its clip.
+        @Test func aRepeatWhosePushedClipIsDeletedEndsFailed() async throws {
+            let folder = try CorpusFolder.make(["urged_1": "bai.wav"])
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            try await withDaemon(rig: nil, arguments: ["--corpus", folder], device: "null") { daemon in
+                let events = try await Self.subscribe(daemon)
+                defer { events.close() }
+                var request = Request(op: "repeat", order: "R-6", parts: [.init(clip: "urged_1")])
+                request.every = 1
+                request.times = 5
+                #expect(try await daemon.reply(request).ok)
+                _ = try await Subscribe.read(events) { $0.event == "final" }
+                try CorpusFolder.make(["other": "yuan.wav"], version: 2, in: folder)
+                #expect(try await daemon.reply(Request(op: "corpus")).corpus?.version == 2)
+                let ended = try await Subscribe.read(events) { $0.event == "repeat" }.last?.repeat
+                #expect(ended?.state == .failed && ended?.played == 1 && ended?.heard == 1, "\(String(describing: ended))")
+                #expect(ended?.error?.code == "not_found" && ended?.error?.message.contains("urged_1") == true)
+            }
+        }
+
         /// Killed (`kill -9`) between two times: after the restart the repeat goes on where it was, each time said
         /// once — the time the journal had is not said again, and the count goes on from it.
         @Test func aRepeatGoesOnAfterAKillWhereItWasSayingEachTimeOnce() async throws {
