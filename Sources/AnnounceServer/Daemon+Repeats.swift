@@ -40,7 +40,7 @@ extension Daemon {
     private func driveRepeat(_ order: String) async {
         while let (time, plan) = await jobs.nextTime(of: order) {
             var request = plan.occurrence(time)
-            daemonReading(&request)
+            limits.reading.apply(to: &request)
             let job: JobInfo
             do throws(AnnounceError) {
                 switch try await submit(request) {
@@ -49,6 +49,14 @@ extension Daemon {
             } catch {
                 // Stopping: the repeat stays running in the journal for the next start.
                 if error.code == .shuttingDown { return }
+                // A queue full of payments, a disk that is full for now: the same time again after the pause.
+                if error.code == .queueFull || error.code == .journal {
+                    logger.warning(
+                        "repeat: its next time cannot be queued now; tried again after the pause",
+                        metadata: ["repeat": "\(order)", "time": "\(time)", "error": "\(error)"])
+                    guard await jobs.pauseBeforeNext(order, ms: plan.everyMs) else { return }
+                    continue
+                }
                 logger.warning(
                     "repeat: its next time cannot be queued; it ends failed",
                     metadata: ["repeat": "\(order)", "time": "\(time)", "error": "\(error)"])
@@ -63,10 +71,5 @@ extension Daemon {
                 guard await jobs.pauseBeforeNext(order, ms: afterMs) else { return }
             }
         }
-    }
-
-    /// The terminal's reading (style, 两) for what the repeat left open, as for any job it is sent.
-    private func daemonReading(_ request: inout JobRequest) {
-        limits.reading.apply(to: &request)
     }
 }
