@@ -5,7 +5,7 @@ import Logging
 
 /// The life of every job, in one place: the one owner of the queue's lanes, the journal, the de-duplication window,
 /// the cancel flags and what this run knows about each job (its info, and the clients waiting for its end), on one
-/// executor (``JobExecutor``: a thread of its own). The rest of the daemon asks it instead of keeping its own copy
+/// executor (a ``SerialThread`` of its own, `announce-jobs`). The rest of the daemon asks it instead of keeping its own copy
 /// (docs/architecture.md).
 ///
 /// ```
@@ -51,7 +51,7 @@ actor JobLifecycle {
     /// The subscribers of `subscribe`: every final state, as it reaches the disk (never blocking for them).
     nonisolated let events: FinalEvents
     /// Where every method of this actor runs.
-    nonisolated let executor: JobExecutor
+    nonisolated let executor: SerialThread
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     let journal: Journal
@@ -95,7 +95,7 @@ actor JobLifecycle {
 
     init(
         journal: Journal, capacity: Int, dedupWindowMs: Int64, now: ClockStamp, clockSync: ClockSync = .trust,
-        logger: Logger, keepFinished: Int = 1000, subscriberBuffer: Int = 1024, executor: JobExecutor = JobExecutor(),
+        logger: Logger, keepFinished: Int = 1000, subscriberBuffer: Int = 1024, executor: SerialThread = SerialThread(name: "announce-jobs"),
         wakePlayer: @escaping @Sendable () -> Void, onFinal: @escaping @Sendable (JobInfo, JobResult?) -> Void
     ) throws(AnnounceError) {
         self.journal = journal
@@ -137,19 +137,11 @@ actor JobLifecycle {
     nonisolated func sync<T: Sendable>(
         _ body: @escaping @Sendable (isolated JobLifecycle) throws(AnnounceError) -> T
     ) throws(AnnounceError) -> T {
-        let run = { @Sendable () -> Result<T, AnnounceError> in
+        try executor.sync { () -> Result<T, AnnounceError> in
             self.assumeIsolated { lifecycle -> Result<T, AnnounceError> in
                 do throws(AnnounceError) { return .success(try body(lifecycle)) } catch { return .failure(error) }
             }
-        }
-        if executor.isCurrent { return try run().get() }
-        let done = ConditionLock<Result<T, AnnounceError>?>(nil)
-        executor.submit {
-            let result = run()
-            done.withLock { $0 = result }
-            done.broadcast()
-        }
-        return try done.withLock(when: { $0 != nil }) { $0! }.get()
+        }.get()
     }
 
     // MARK: Accepting

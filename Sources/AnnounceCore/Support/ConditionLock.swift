@@ -3,8 +3,8 @@ import Glibc
 #endif
 
 /// A value behind a pthread mutex with one condition variable: where a thread of the daemon's own waits for work —
-/// the audio thread for its next job (``JobQueue``), the job executor for its next task (AnnounceServer's
-/// `JobExecutor`). pthread, not Foundation's NSCondition: no Foundation in the core, and ThreadSanitizer
+/// the audio thread for its next job (``JobQueue``), a ``SerialThread`` (the job executor among them) for its next
+/// task, a caller for a result another thread hands back. pthread, not Foundation's NSCondition: no Foundation in the core, and ThreadSanitizer
 /// understands it.
 public final class ConditionLock<Value>: @unchecked Sendable {  // the value is only reached under the mutex
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
