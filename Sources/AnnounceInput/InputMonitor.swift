@@ -55,7 +55,9 @@ public final class InputMonitor: Sendable {
     private let logger: Logger
     private let onAction: @Sendable (KeyAction) -> Void
     private let stopDescriptor: Int32
-    private let thread = Mutex<pthread_t?>(nil)
+    private enum Reader { case idle, reading, ended }
+    /// Whether the reader thread runs; `stop()` waits here for its end.
+    private let reader = ConditionLock(Reader.idle)
     private let inUse = Mutex<[InputDeviceDescription]>([])
 
     /// - Parameters:
@@ -80,34 +82,26 @@ public final class InputMonitor: Sendable {
 
     /// Starts the thread (once).
     public func start() {
-        thread.withLock { thread in
-            guard thread == nil else { return }
-            let body = Unmanaged.passRetained(ThreadBody { [self] in
-                SystemThread.nameCurrent("announce-keys")
-                var loop = Loop(monitor: self)
-                loop.run()
-            })
-            var created = pthread_t()
-            let status = pthread_create(&created, nil, { argument in
-                Unmanaged<ThreadBody>.fromOpaque(argument!).takeRetainedValue().run()
-                return nil
-            }, body.toOpaque())
-            if status == 0 {
-                thread = created
-            } else {
-                body.release()
-                logger.error(
-                    "cannot start the key reader thread", metadata: ["error": "\(String(cString: strerror(status)))"])
-            }
+        let start = reader.withLock { state -> Bool in
+            guard state == .idle else { return false }
+            state = .reading
+            return true
+        }
+        guard start else { return }
+        SystemThread.detach(name: "announce-keys") { [self] in
+            var loop = Loop(monitor: self)
+            loop.run()
+            reader.withLock { $0 = .ended }
+            reader.broadcast()
         }
     }
 
     /// Stops the thread and closes every device; returns once it has.
     public func stop() {
-        guard let running = thread.withLock({ thread in defer { thread = nil }; return thread }) else { return }
+        guard reader.withLock({ $0 == .reading }) else { return }
         var one: UInt64 = 1
         _ = write(stopDescriptor, &one, MemoryLayout<UInt64>.size)
-        pthread_join(running, nil)
+        reader.withLock(when: { $0 == .ended }) { $0 = .idle }
     }
 
     // MARK: - The thread
@@ -410,10 +404,3 @@ public final class InputMonitor: Sendable {
         }
     }
 }
-
-/// What the monitor's thread runs (pthread_create takes one pointer).
-private final class ThreadBody {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
-}
-

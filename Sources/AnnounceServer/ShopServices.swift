@@ -1,6 +1,5 @@
 import AnnounceCore
 import AnnounceInput
-import Dispatch
 import Logging
 import Synchronization
 
@@ -8,7 +7,7 @@ import Synchronization
 /// spoken at its set time, and the everyday volume level kept across restarts. Started once the daemon serves its
 /// socket and plays, stopped after the daemon has stopped.
 ///
-/// Key presses become daemon operations here, on a serial queue of their own (mixer and journal I/O block; they
+/// Key presses become daemon operations here, on a thread of their own (`SerialThread`) (mixer and journal I/O block; they
 /// must hold up neither the key reader's thread nor Swift's cooperative pool), one after another in the order
 /// pressed. What a key says is a job like any other: the new volume level is a status prompt (after the payments
 /// waiting; a newer one replaces one still waiting, so a held key does not queue ten prompts), a replay and the
@@ -19,7 +18,7 @@ final class ShopServices: Sendable {
     private let daemon: Daemon
     private let keys: KeysConfiguration
     private let monitor: InputMonitor?
-    private let actions = DispatchQueue(label: "announce.keys")
+    private let actions = SerialThread(name: "announce-action")
     private let schedule = Mutex<Task<Void, Never>?>(nil)
 
     init(daemon: Daemon) {
@@ -32,13 +31,13 @@ final class ShopServices: Sendable {
         let queue = actions
         let step = keys.volumeStep
         monitor = InputMonitor(specs: keys.devices, bindings: keys.bindings, logger: daemon.logger) { action in
-            queue.async { Self.perform(action, daemon: daemon, step: step) }
+            queue.submit { Self.perform(action, daemon: daemon, step: step) }
         }
     }
 
     func start() {
         let daemon = self.daemon
-        actions.async {
+        actions.submit {
             daemon.restoreEverydayLevel()
             daemon.keepEverydayLevel()
         }
@@ -119,22 +118,19 @@ final class ShopServices: Sendable {
         }
     }
 
-    /// Runs async daemon work from the keys' queue and waits for it: the queue's thread is its own (not one of
+    /// Runs async daemon work from the keys' actions thread and waits for it: that thread is its own (not one of
     /// Swift's cooperative threads), so waiting here blocks nothing else, and keeps the presses in order.
     private static func awaiting<T: Sendable>(
         _ work: @escaping @Sendable () async throws(AnnounceError) -> T
     ) throws(AnnounceError) -> T {
-        let outcome = Mutex<Result<T, AnnounceError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
+        let outcome = ConditionLock<Result<T, AnnounceError>?>(nil)
         Task {
             let result: Result<T, AnnounceError>
             do throws(AnnounceError) { result = .success(try await work()) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
-            done.signal()
+            outcome.broadcast()
         }
-        done.wait()
-        // Set before the signal: always there.
-        return try outcome.withLock { $0! }.get()
+        return try outcome.withLock(when: { $0 != nil }) { $0! }.get()
     }
 
     // MARK: The day's total at its time

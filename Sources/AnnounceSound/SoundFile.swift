@@ -1,6 +1,7 @@
 import AnnounceCore
 import CLazyLibraries
 import CSndFile
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -51,21 +52,21 @@ public enum SoundFile {
             info.samplerate = Int32(sampleRate)
             info.channels = 1
             info.format = code
-            SoundFile.library.lock()
-            defer { SoundFile.library.unlock() }
-            return sf_format_check(&info) != 0
+            return SoundFile.library.withLock { _ in
+                return sf_format_check(&info) != 0
+            }
         }
     }
 
     /// Decodes a whole file. Refuses files over `maximumFrames` before reading them.
     public static func read(path: String, maximumFrames: Int = 30 * 192_000) throws(SndFileError) -> DecodedAudio {
-        library.lock()
-        defer { library.unlock() }
-        var info = SF_INFO()
-        guard let file = sf_open(path, Int32(SFM_READ), &info) else {
-            throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
+        return try library.withLock { _ throws(SndFileError) -> DecodedAudio in
+            var info = SF_INFO()
+            guard let file = sf_open(path, Int32(SFM_READ), &info) else {
+                throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
+            }
+            return try read(file, info: info, path: path, maximumFrames: maximumFrames)
         }
-        return try read(file, info: info, path: path, maximumFrames: maximumFrames)
     }
 
     /// Decodes a whole file already open for reading as `descriptor` (named `path` in errors). The caller keeps
@@ -82,14 +83,14 @@ public enum SoundFile {
             throw SndFileError(
                 function: "fcntl(F_DUPFD_CLOEXEC)", path: path, message: String(cString: strerror(errno)))
         }
-        library.lock()
-        defer { library.unlock() }
-        var info = SF_INFO()
-        // SF_TRUE: sf_close, or the failed open itself, closes `own`.
-        guard let file = sf_open_fd(own, Int32(SFM_READ), &info, Int32(SF_TRUE)) else {
-            throw SndFileError(function: "sf_open_fd", path: path, message: String(cString: sf_strerror(nil)))
+        return try library.withLock { _ throws(SndFileError) -> DecodedAudio in
+            var info = SF_INFO()
+            // SF_TRUE: sf_close, or the failed open itself, closes `own`.
+            guard let file = sf_open_fd(own, Int32(SFM_READ), &info, Int32(SF_TRUE)) else {
+                throw SndFileError(function: "sf_open_fd", path: path, message: String(cString: sf_strerror(nil)))
+            }
+            return try read(file, info: info, path: path, maximumFrames: maximumFrames)
         }
-        return try read(file, info: info, path: path, maximumFrames: maximumFrames)
     }
 
     private static func read(
@@ -128,41 +129,41 @@ public enum SoundFile {
     /// Writes mono signed 16-bit samples as a WAV file.
     /// The samples are written as they are (no conversion), so the file holds exactly what the daemon plays.
     public static func writeWAV(path: String, samples: [Int16], sampleRate: Int) throws(SndFileError) {
-        library.lock()
-        defer { library.unlock() }
-        var info = SF_INFO()
-        info.samplerate = Int32(sampleRate)
-        info.channels = 1
-        info.format = Format.wav.code
-        guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
+        try library.withLock { _ throws(SndFileError) in
+            var info = SF_INFO()
+            info.samplerate = Int32(sampleRate)
+            info.channels = 1
+            info.format = Format.wav.code
+            guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
+                throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
+            }
+            let written = samples.withUnsafeBufferPointer { buffer in
+                sf_writef_short(file, buffer.baseAddress, sf_count_t(samples.count))
+            }
+            try finish(file, path: path, function: "sf_writef_short", complete: written == samples.count)
         }
-        let written = samples.withUnsafeBufferPointer { buffer in
-            sf_writef_short(file, buffer.baseAddress, sf_count_t(samples.count))
-        }
-        try finish(file, path: path, function: "sf_writef_short", complete: written == samples.count)
     }
 
     /// Writes mono Float samples (−1…1) in `format` (lossy formats encode at the codec's default quality).
     public static func write(path: String, samples: [Float], sampleRate: Int, format: Format) throws(SndFileError) {
-        library.lock()
-        defer { library.unlock() }
-        var info = SF_INFO()
-        info.samplerate = Int32(sampleRate)
-        info.channels = 1
-        info.format = format.code
-        guard sf_format_check(&info) != 0 else {
-            throw SndFileError(
-                function: "sf_format_check", path: path,
-                message: "this libsndfile cannot write \(format.rawValue) at \(sampleRate) Hz")
+        try library.withLock { _ throws(SndFileError) in
+            var info = SF_INFO()
+            info.samplerate = Int32(sampleRate)
+            info.channels = 1
+            info.format = format.code
+            guard sf_format_check(&info) != 0 else {
+                throw SndFileError(
+                    function: "sf_format_check", path: path,
+                    message: "this libsndfile cannot write \(format.rawValue) at \(sampleRate) Hz")
+            }
+            guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
+                throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
+            }
+            let written = samples.withUnsafeBufferPointer { buffer in
+                sf_writef_float(file, buffer.baseAddress, sf_count_t(samples.count))
+            }
+            try finish(file, path: path, function: "sf_writef_float", complete: written == samples.count)
         }
-        guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw SndFileError(function: "sf_open", path: path, message: String(cString: sf_strerror(nil)))
-        }
-        let written = samples.withUnsafeBufferPointer { buffer in
-            sf_writef_float(file, buffer.baseAddress, sf_count_t(samples.count))
-        }
-        try finish(file, path: path, function: "sf_writef_float", complete: written == samples.count)
     }
 
     /// Closes a file being written, turning a short write or a failed close into an error.
@@ -179,13 +180,13 @@ public enum SoundFile {
 
     /// The libsndfile version string, for `status` and logs.
     public static var libraryVersion: String {
-        library.lock()
-        defer { library.unlock() }
-        return String(cString: sf_version_string())
+        return library.withLock { _ -> String in
+            return String(cString: sf_version_string())
+        }
     }
 
     /// Held by every call into libsndfile, so that ``unloadLibrary()`` never takes the library away from under one.
-    static let library = Lock()
+    static let library = Mutex(())
 
     /// Unloads libsndfile and the codec libraries it brought (FLAC, Vorbis, Opus, MPEG: about 0.9 MB of the
     /// daemon's resident memory on arm64). The daemon decodes its voice packs at start and at a reload and calls
@@ -193,12 +194,12 @@ public enum SoundFile {
     /// dlclose's complaint if it had one (the library then stays as it was: loaded or not, every call works).
     @discardableResult
     public static func unloadLibrary() -> String? {
-        library.lock()
-        defer { library.unlock() }
-        var error = [CChar](repeating: 0, count: 512)
-        guard announce_lazy_unload(Int32(ANNOUNCE_LAZY_SNDFILE), &error, error.count) == 0 else {
-            return String(cBuffer: error)
+        return library.withLock { _ -> String? in
+            var error = [CChar](repeating: 0, count: 512)
+            guard announce_lazy_unload(Int32(ANNOUNCE_LAZY_SNDFILE), &error, error.count) == 0 else {
+                return String(cBuffer: error)
+            }
+            return nil
         }
-        return nil
     }
 }

@@ -12,9 +12,9 @@ import Glibc
 /// Serves the Prometheus text exposition over HTTP (`GET /metrics`), for the daemon and the push listener alike
 /// (`[metrics] listen`, `--metrics-listen`; docs/configuration.md, docs/push.md).
 ///
-/// - It runs on an event loop of its own (one thread): building the text, a slow or hostile scraper and the
-///   connections themselves never touch the daemon's socket loops or the audio thread. What `render` reads must
-///   not block either (counters and snapshots under short locks, no I/O).
+/// - It runs on the program's NIO event loops (`MultiThreadedEventLoopGroup.singleton`, which the daemon's socket
+///   shares): non-blocking, so a slow or hostile scraper holds up nothing, and never the audio thread. What
+///   `render` reads must not block either (counters and snapshots under short locks, no I/O).
 /// - A connection gets `exchangeTimeout` for the whole exchange — request in, response out — and is then closed,
 ///   whatever state it is in: a client that sends its request slowly, never finishes it, or does not read the
 ///   answer is cut off. One request per connection (`Connection: close`); at most `maximumConnections` at once,
@@ -58,7 +58,8 @@ public final class MetricsEndpoint: Sendable {
         var channel: (any Channel)?
         var retry: Scheduled<Void>?
         var failures = 0
-        var connections = 0
+        /// The connections open now, closed by a stop.
+        var open: [ObjectIdentifier: any Channel] = [:]
         var stopped = false
     }
 
@@ -67,10 +68,10 @@ public final class MetricsEndpoint: Sendable {
     private let limits: Limits
     private let logger: Logger
     private let render: @Sendable () -> String
-    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let group = MultiThreadedEventLoopGroup.singleton
     private let shared = Mutex(Shared())
 
-    /// `render` builds the exposition text; it runs on the endpoint's own thread for each scrape.
+    /// `render` builds the exposition text; it runs on an event loop for each scrape, and must not block.
     public init(
         address: ListenAddress, program: String, logger: Logger, limits: Limits = Limits(),
         render: @escaping @Sendable () -> String
@@ -91,28 +92,26 @@ public final class MetricsEndpoint: Sendable {
         attempt()
     }
 
-    /// Closes the listener and every connection, and ends the endpoint's thread.
+    /// Closes the listener and every connection.
     public func stop() async {
-        let channel = prepareStop()
-        try? await channel?.close()
-        try? await group.shutdownGracefully()
+        let channels = prepareStop()
+        for channel in channels { try? await channel.close() }
     }
 
     /// ``stop()`` for a program without Swift concurrency (the push listener's thread).
     public func stopNow() {
-        let channel = prepareStop()
-        try? channel?.close().wait()
-        try? group.syncShutdownGracefully()
+        for channel in prepareStop() { try? channel.close().wait() }
     }
 
-    private func prepareStop() -> (any Channel)? {
+    /// The listener and the connections open, to close.
+    private func prepareStop() -> [any Channel] {
         shared.withLock { shared in
             shared.stopped = true
             shared.state = .stopped
             shared.retry?.cancel()
             shared.retry = nil
             defer { shared.channel = nil }
-            return shared.channel
+            return (shared.channel.map { [$0] } ?? []) + Array(shared.open.values)
         }
     }
 
@@ -198,13 +197,14 @@ public final class MetricsEndpoint: Sendable {
 
     /// Counts a new connection in, or refuses it when there are enough.
     private func admit(_ channel: any Channel) -> Bool {
+        let key = ObjectIdentifier(channel)
         let admitted = shared.withLock { shared in
-            guard shared.connections < limits.maximumConnections else { return false }
-            shared.connections += 1
+            guard !shared.stopped, shared.open.count < limits.maximumConnections else { return false }
+            shared.open[key] = channel
             return true
         }
         if admitted {
-            channel.closeFuture.whenComplete { [self] _ in shared.withLock { $0.connections -= 1 } }
+            channel.closeFuture.whenComplete { [self] _ in shared.withLock { _ = $0.open.removeValue(forKey: key) } }
         }
         return admitted
     }

@@ -1,4 +1,3 @@
-import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -8,6 +7,7 @@ import Foundation
 import Glibc
 #endif
 import Logging
+import Synchronization
 
 /// How ducking behaves.
 public struct DuckSettings: Sendable, Equatable {
@@ -34,11 +34,11 @@ public struct DuckSettings: Sendable, Equatable {
 /// Lowers other streams' volume controls while announcements play and restores them afterwards — on bare ALSA
 /// the softvol control in front of dmix of each other stream type, on the rig a PulseAudio sink's volume.
 ///
-/// `duck()` and `restore()` return at once; the ramps run one after another on the ducker's own thread, so the
-/// first sample of an announcement is never held up by a fade. Before each step the control is read: if it no
+/// `duck()` and `restore()` return at once; the ramps run one after another on the ducker's own thread (a
+/// `SerialThread`), so the first sample of an announcement is never held up by a fade. Before each step the control is read: if it no
 /// longer holds what the ducker set, the user moved it, the ducker lets go of it and never restores it (user
 /// wins). What is ducked is recorded in the state file before the first step, so a crash is repaired at start.
-public final class Ducker: @unchecked Sendable {
+public final class Ducker: Sendable {
     private struct Target {
         let control: any VolumeControl
         var original: VolumeReading?
@@ -52,11 +52,14 @@ public final class Ducker: @unchecked Sendable {
     private let stateFile: MixerStateFile?
     private let logger: Logger
     private let sleep: @Sendable (Int) -> Void
-    private let queue = DispatchQueue(label: "announce-duck")
-    private let lock = Lock()
-    private var targets: [Target]
-    /// Whether the ducker has been asked to hold the others down (state as seen by callers, not by the ramp).
-    private var requested = false
+    private struct State: @unchecked Sendable {  // its controls (mixer handles) are only called on the ramps' thread
+        var targets: [Target]
+        /// Whether the ducker has been asked to hold the others down (as seen by callers, not by the ramp).
+        var requested = false
+    }
+
+    private let ramps = SerialThread(name: "announce-duck")
+    private let state: Mutex<State>
 
     public init(
         controls: [any VolumeControl], settings: DuckSettings, stateFile: MixerStateFile?, logger: Logger,
@@ -65,7 +68,7 @@ public final class Ducker: @unchecked Sendable {
         // Ducks an earlier run could not undo (unreachable at start-up) are owed: the next burst's restore
         // brings those controls back to the remembered original.
         let owed = (try? stateFile?.entries())?.filter { $0.purpose == .duck } ?? []
-        self.targets = controls.map { control in
+        let targets = controls.map { control in
             var target = Target(control: control)
             if let entry = owed.first(where: { $0.element == control.address }) {
                 target.original = entry.original
@@ -73,6 +76,7 @@ public final class Ducker: @unchecked Sendable {
             }
             return target
         }
+        self.state = Mutex(State(targets: targets))
         self.settings = settings
         self.stateFile = stateFile
         self.logger = logger
@@ -81,29 +85,29 @@ public final class Ducker: @unchecked Sendable {
 
     /// Starts fading the other streams down (no-op if already down). Returns at once.
     public func duck() {
-        let start = lock.withLock { () -> Bool in
-            defer { requested = true }
-            return !requested
+        let start = state.withLock { state -> Bool in
+            defer { state.requested = true }
+            return !state.requested
         }
         guard start else { return }
-        queue.async { self.rampDown() }
+        ramps.submit { self.rampDown() }
     }
 
     /// Starts fading them back to where the owner had them. Returns at once.
     public func restore() {
-        let start = lock.withLock { () -> Bool in
-            defer { requested = false }
-            return requested
+        let start = state.withLock { state -> Bool in
+            defer { state.requested = false }
+            return state.requested
         }
         guard start else { return }
-        queue.async { self.rampUp() }
+        ramps.submit { self.rampUp() }
     }
 
     /// Waits until every ramp asked for so far has finished (tests, shutdown).
-    public func waitUntilIdle() { queue.sync {} }
+    public func waitUntilIdle() { ramps.sync {} }
 
     public func status() -> DuckStatus {
-        let controls = lock.withLock { targets }.map { target in
+        let controls = state.withLock { $0.targets }.map { target in
             DuckedControl(
                 element: "\(target.control.address)", ducked: target.original != nil,
                 raw: target.lastWritten?.raw, original: target.original?.raw, ducks: target.ducks,
@@ -116,24 +120,24 @@ public final class Ducker: @unchecked Sendable {
 
     private func rampDown() {
         var plans: [(index: Int, scale: VolumeScale)] = []
-        for index in lock.withLock({ targets.indices }) {
-            let control = lock.withLock { targets[index].control }
+        for index in state.withLock({ $0.targets.indices }) {
+            let control = state.withLock { state in state.targets[index].control }
             do {
                 let current = try control.read()
                 let scale = try control.scale()
                 // A restore that failed half-way leaves the control where the ducker put it: the owner's
                 // setting is still the one remembered, not what the control holds now.
-                let (held, lastWritten) = lock.withLock { (targets[index].original, targets[index].lastWritten) }
+                let (held, lastWritten) = state.withLock { state in (state.targets[index].original, state.targets[index].lastWritten) }
                 let reading = held != nil && lastWritten?.raw == current.raw ? held! : current
                 let floor = reading.raw.map { VolumeMapping.attenuated(raw: $0, by: settings.decibels, scale: scale) }
                 let entry = MixerStateFile.Entry(
                     element: control.address, purpose: .duck, original: reading,
                     applied: VolumeReading(raw: floor, switches: reading.switches))
                 try stateFile?.record(entry)
-                lock.withLock {
-                    targets[index].original = reading
-                    targets[index].lastWritten = current
-                    targets[index].ducks += 1
+                state.withLock { state in
+                    state.targets[index].original = reading
+                    state.targets[index].lastWritten = current
+                    state.targets[index].ducks += 1
                 }
                 plans.append((index, scale))
             } catch {
@@ -149,15 +153,15 @@ public final class Ducker: @unchecked Sendable {
             if attenuation < settings.decibels { sleep(settings.stepMs) }
         }
         if !plans.isEmpty {
-            let ducked = lock.withLock { plans.map { "\(targets[$0.index].control.address)" } }
+            let ducked = state.withLock { state in plans.map { "\(state.targets[$0.index].control.address)" } }
             logger.debug("ducked", metadata: ["controls": "\(ducked.joined(separator: ", "))"])
         }
     }
 
     private func rampUp() {
         var plans: [(index: Int, scale: VolumeScale)] = []
-        for index in lock.withLock({ targets.indices }) {
-            let (control, original) = lock.withLock { (targets[index].control, targets[index].original) }
+        for index in state.withLock({ $0.targets.indices }) {
+            let (control, original) = state.withLock { state in (state.targets[index].control, state.targets[index].original) }
             guard original != nil else { continue }
             do { plans.append((index, try control.scale())) } catch { fail(index, error, "cannot restore this control") }
         }
@@ -170,9 +174,9 @@ public final class Ducker: @unchecked Sendable {
             if attenuation > 0 { sleep(settings.stepMs) }
         }
         for plan in plans {
-            let control = lock.withLock { () -> any VolumeControl in
-                targets[plan.index].original = nil
-                return targets[plan.index].control
+            let control = state.withLock { state -> any VolumeControl in
+                state.targets[plan.index].original = nil
+                return state.targets[plan.index].control
             }
             try? stateFile?.remove(control.address, purpose: .duck)
         }
@@ -181,16 +185,16 @@ public final class Ducker: @unchecked Sendable {
     /// Writes one ramp step on one control if it still holds what the ducker last wrote; otherwise the user
     /// has taken it over: let go of it. Returns whether the ramp goes on for this control.
     private func step(_ index: Int, values: (VolumeReading) -> [Int]) -> Bool {
-        let (control, original, lastWritten) = lock.withLock {
-            (targets[index].control, targets[index].original, targets[index].lastWritten)
+        let (control, original, lastWritten) = state.withLock { state in
+            (state.targets[index].control, state.targets[index].original, state.targets[index].lastWritten)
         }
         guard let original, let lastWritten else { return false }
         do {
             let current = try control.read()
             guard current.raw == lastWritten.raw else {
-                lock.withLock {
-                    targets[index].original = nil
-                    targets[index].userOverrides += 1
+                state.withLock { state in
+                    state.targets[index].original = nil
+                    state.targets[index].userOverrides += 1
                 }
                 try? stateFile?.remove(control.address, purpose: .duck)
                 logger.notice(
@@ -200,7 +204,7 @@ public final class Ducker: @unchecked Sendable {
             }
             let next = values(original)
             if next != current.raw { try control.write(raw: next) }
-            lock.withLock { targets[index].lastWritten = VolumeReading(raw: next, switches: current.switches) }
+            state.withLock { state in state.targets[index].lastWritten = VolumeReading(raw: next, switches: current.switches) }
             return true
         } catch {
             fail(index, error, "cannot change this control")
@@ -209,9 +213,9 @@ public final class Ducker: @unchecked Sendable {
     }
 
     private func fail(_ index: Int, _ error: AnnounceError, _ message: Logger.Message) {
-        let address = lock.withLock { () -> MixerElementAddress in
-            targets[index].lastError = error
-            return targets[index].control.address
+        let address = state.withLock { state -> MixerElementAddress in
+            state.targets[index].lastError = error
+            return state.targets[index].control.address
         }
         logger.warning(message, metadata: ["mixer": "\(address)", "error": "\(error)"])
     }

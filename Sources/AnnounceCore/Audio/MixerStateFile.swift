@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -50,7 +51,7 @@ public final class MixerStateFile: @unchecked Sendable {
     }
 
     public let path: String
-    private let lock = Lock()
+    private let lock = Mutex(())
 
     public init(path: String) {
         self.path = path
@@ -58,27 +59,27 @@ public final class MixerStateFile: @unchecked Sendable {
 
     /// The entries on disk (none when there is no file).
     public func entries() throws(AnnounceError) -> [Entry] {
-        lock.lock()
-        defer { lock.unlock() }
-        return try load()
+        return try lock.withLock { _ throws(AnnounceError) -> [Entry] in
+            return try load()
+        }
     }
 
     /// Adds or replaces the entry for the element and purpose, and syncs it to disk before returning.
     public func record(_ entry: Entry) throws(AnnounceError) {
-        lock.lock()
-        defer { lock.unlock() }
-        var entries = try load().filter { !($0.element == entry.element && $0.purpose == entry.purpose) }
-        entries.append(entry)
-        try store(entries)
+        try lock.withLock { _ throws(AnnounceError) in
+            var entries = try load().filter { !($0.element == entry.element && $0.purpose == entry.purpose) }
+            entries.append(entry)
+            try store(entries)
+        }
     }
 
     /// Forgets the entry for the element and purpose (the original is back, or the user took over).
     public func remove(_ element: MixerElementAddress, purpose: Entry.Purpose) throws(AnnounceError) {
-        lock.lock()
-        defer { lock.unlock() }
-        let entries = try load()
-        let kept = entries.filter { !($0.element == element && $0.purpose == purpose) }
-        if kept.count != entries.count { try store(kept) }
+        try lock.withLock { _ throws(AnnounceError) in
+            let entries = try load()
+            let kept = entries.filter { !($0.element == element && $0.purpose == purpose) }
+            if kept.count != entries.count { try store(kept) }
+        }
     }
 
     /// What start-up did with one leftover entry.
@@ -96,36 +97,36 @@ public final class MixerStateFile: @unchecked Sendable {
     /// are removed; unreachable ones stay.
     @discardableResult
     public func restoreLeftovers(open: (MixerElementAddress) throws(AnnounceError) -> any VolumeControl) -> [Recovery] {
-        lock.lock()
-        defer { lock.unlock() }
-        let entries: [Entry]
-        do { entries = try load() } catch {
-            // An unreadable file cannot be acted on; move it aside so it is kept for a human and not retried.
-            try? FileManager.default.moveItem(atPath: path, toPath: path + ".unreadable")
-            return []
-        }
-        var outcomes: [Recovery] = []
-        var remaining: [Entry] = []
-        for entry in entries {
-            do {
-                let control = try open(entry.element)
-                let current = try control.read()
-                if entry.isOurs(current) {
-                    try control.write(raw: entry.original.raw)
-                    if let switches = entry.original.switches, current.switches != nil {
-                        try control.write(switches: switches)
-                    }
-                    outcomes.append(.restored(entry))
-                } else {
-                    outcomes.append(.keptUserSetting(entry, current: current))
-                }
-            } catch {
-                outcomes.append(.unreachable(entry, error))
-                remaining.append(entry)
+        return lock.withLock { _ -> [Recovery] in
+            let entries: [Entry]
+            do { entries = try load() } catch {
+                // An unreadable file cannot be acted on; move it aside so it is kept for a human and not retried.
+                try? FileManager.default.moveItem(atPath: path, toPath: path + ".unreadable")
+                return []
             }
+            var outcomes: [Recovery] = []
+            var remaining: [Entry] = []
+            for entry in entries {
+                do throws(AnnounceError) {
+                    let control = try open(entry.element)
+                    let current = try control.read()
+                    if entry.isOurs(current) {
+                        try control.write(raw: entry.original.raw)
+                        if let switches = entry.original.switches, current.switches != nil {
+                            try control.write(switches: switches)
+                        }
+                        outcomes.append(.restored(entry))
+                    } else {
+                        outcomes.append(.keptUserSetting(entry, current: current))
+                    }
+                } catch {
+                    outcomes.append(.unreachable(entry, error))
+                    remaining.append(entry)
+                }
+            }
+            try? store(remaining)
+            return outcomes
         }
-        try? store(remaining)
-        return outcomes
     }
 
     private func load() throws(AnnounceError) -> [Entry] {

@@ -7,6 +7,7 @@ import Foundation
 import Glibc
 #endif
 import Logging
+import Synchronization
 
 /// What to do when the owner has muted the output.
 public enum MutePolicy: String, Sendable, Codable, CaseIterable {
@@ -68,10 +69,10 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     private let control: any VolumeControl
     /// A second handle on the same element, for `status()` only (nil: status reads through `control`).
     private let monitor: (any VolumeControl)?
-    private let monitorLock = Lock()
+    private let monitorLock = Mutex(())
     private let stateFile: MixerStateFile?
     private let logger: Logger
-    private let lock = Lock()
+    private let lock = Mutex(())
 
     /// Inside a burst (between `begin` and `end`).
     private var active = false
@@ -114,38 +115,38 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     /// changed on the mixer (amixer, another program) at an alert. Called under the guard's lock, possibly on the
     /// audio thread: it must not block or call back.
     public func observeEveryday(_ observer: @escaping @Sendable (EverydayLevel) -> Void) {
-        lock.lock()
-        defer { lock.unlock() }
-        onEverydayChange = observer
+        lock.withLock { _ in
+            onEverydayChange = observer
+        }
     }
 
     /// Checks that the threshold can be used on this element (a dB threshold needs dB information).
     public func validate() throws(AnnounceError) {
-        lock.lock()
-        defer { lock.unlock() }
-        if let threshold { _ = try VolumeMapping.raw(for: threshold, scale: control.scale(), element: "\(address)") }
+        try lock.withLock { _ throws(AnnounceError) in
+            if let threshold { _ = try VolumeMapping.raw(for: threshold, scale: control.scale(), element: "\(address)") }
+        }
     }
 
     /// Changes the threshold from the next burst on (a burst playing keeps what it raised to).
     public func setThreshold(_ level: VolumeLevel?) {
-        lock.lock()
-        defer { lock.unlock() }
-        threshold = level
+        lock.withLock { _ in
+            threshold = level
+        }
     }
 
     /// The threshold in force.
     public var currentThreshold: VolumeLevel? {
-        lock.lock()
-        defer { lock.unlock() }
-        return threshold
+        return lock.withLock { _ -> VolumeLevel? in
+            return threshold
+        }
     }
 
     /// How often the volume was raised for an alert, put back after, and left to the owner who changed it meanwhile,
     /// since start: counts only, no mixer I/O (metrics read them while the audio thread works).
     public var counts: (raises: Int, restores: Int, userOverrides: Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        return (raises, restores, userOverrides)
+        return lock.withLock { _ -> (raises: Int, restores: Int, userOverrides: Int) in
+            return (raises, restores, userOverrides)
+        }
     }
 
     /// Called before every job. The first call of a burst raises/unmutes as needed; later ones only re-check
@@ -153,75 +154,75 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     /// plays through the mute when ``allowEnforce`` (as under the `override` policy), mid-burst too; the jobs after
     /// it in the burst that do not are muted.
     public func begin(enforce: Bool = false) -> Decision {
-        lock.lock()
-        defer { lock.unlock() }
-        let enforced = enforce && allowEnforce && mutePolicy == .respect
-        if enforce && !enforced && mutePolicy == .respect {
-            logger.notice(
-                "a job asks to play through the mute; this terminal does not allow it (audio.allow_enforce)",
-                metadata: ["mixer": "\(address)"])
-        }
-        let policy = enforced ? MutePolicy.override : mutePolicy
-        let reading: VolumeReading
-        do { reading = try control.read() } catch {
-            note(error, "cannot read the volume; playing at whatever volume is set")
-            active = true
-            return .play
-        }
-        let muted = reading.isMuted || softMute != nil
-        if active {
-            if enforced {
-                // Muted since the burst began (or this burst unmuted it already): held unmuted for this job.
-                burstPolicy = .override
-                if muted {
-                    hold(original: owner(reading), current: reading, policy: .override)
-                    enforcedThroughMute = true
-                }
+        return lock.withLock { _ -> Decision in
+            let enforced = enforce && allowEnforce && mutePolicy == .respect
+            if enforce && !enforced && mutePolicy == .respect {
+                logger.notice(
+                    "a job asks to play through the mute; this terminal does not allow it (audio.allow_enforce)",
+                    metadata: ["mixer": "\(address)"])
+            }
+            let policy = enforced ? MutePolicy.override : mutePolicy
+            let reading: VolumeReading
+            do throws(AnnounceError) { reading = try control.read() } catch {
+                note(error, "cannot read the volume; playing at whatever volume is set")
+                active = true
                 return .play
             }
-            // The daemon's own unmute looks like "not muted"; only a mute made since counts, or one an enforced
-            // job played through.
-            return (muted || enforcedThroughMute) && policy == .respect ? .muted : .play
+            let muted = reading.isMuted || softMute != nil
+            if active {
+                if enforced {
+                    // Muted since the burst began (or this burst unmuted it already): held unmuted for this job.
+                    burstPolicy = .override
+                    if muted {
+                        hold(original: owner(reading), current: reading, policy: .override)
+                        enforcedThroughMute = true
+                    }
+                    return .play
+                }
+                // The daemon's own unmute looks like "not muted"; only a mute made since counts, or one an enforced
+                // job played through.
+                return (muted || enforcedThroughMute) && policy == .respect ? .muted : .play
+            }
+            noticeSoftUnmute(reading)
+            let mutedNow = reading.isMuted || softMute != nil
+            if mutedNow && policy == .respect {
+                logger.notice("output is muted; not playing (mute policy respect)", metadata: ["mixer": "\(address)"])
+                return .muted
+            }
+            active = true
+            burstPolicy = policy
+            enforcedThroughMute = mutedNow && enforced
+            if enforcedThroughMute {
+                logger.notice("output is muted; playing through it for a job that enforces it", metadata: ["mixer": "\(address)"])
+            }
+            let original = owner(reading)
+            observe(original)
+            hold(original: original, current: reading, policy: policy)
+            return .play
         }
-        noticeSoftUnmute(reading)
-        let mutedNow = reading.isMuted || softMute != nil
-        if mutedNow && policy == .respect {
-            logger.notice("output is muted; not playing (mute policy respect)", metadata: ["mixer": "\(address)"])
-            return .muted
-        }
-        active = true
-        burstPolicy = policy
-        enforcedThroughMute = mutedNow && enforced
-        if enforcedThroughMute {
-            logger.notice("output is muted; playing through it for a job that enforces it", metadata: ["mixer": "\(address)"])
-        }
-        let original = owner(reading)
-        observe(original)
-        hold(original: original, current: reading, policy: policy)
-        return .play
     }
 
     /// Called when the queue has run empty: restores what `begin` changed, unless the user changed it since.
     public func end() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard active else { return }
-        active = false
-        enforcedThroughMute = false
-        burstPolicy = mutePolicy
-        restore()
+        lock.withLock { _ in
+            guard active else { return }
+            active = false
+            enforcedThroughMute = false
+            burstPolicy = mutePolicy
+            restore()
+        }
     }
 
     /// The owner's everyday level now (what the mixer holds, or what an alert that holds it raised puts back) and
     /// the element's scale.
     public func everydayLevel() throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
-        lock.lock()
-        defer { lock.unlock() }
-        let scale = try control.scale()
-        let reading = try control.read()
-        noticeSoftUnmute(reading, scale: scale)
-        let owners = pending.flatMap { reading == $0.applied ? $0.original : nil } ?? reading
-        return (EverydayLevel(reading: owners, mutedFrom: softMute), scale)
+        return try lock.withLock { _ throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) in
+            let scale = try control.scale()
+            let reading = try control.read()
+            noticeSoftUnmute(reading, scale: scale)
+            let owners = pending.flatMap { reading == $0.applied ? $0.original : nil } ?? reading
+            return (EverydayLevel(reading: owners, mutedFrom: softMute), scale)
+        }
     }
 
     /// Changes the owner's everyday level (the volume): `change` gets the level now and returns the new one.
@@ -233,53 +234,53 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
     public func changeEveryday(
         _ change: (VolumeReading, VolumeScale) throws(AnnounceError) -> VolumeReading
     ) throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) {
-        lock.lock()
-        defer { lock.unlock() }
-        let scale = try control.scale()
-        let current = try control.read()
-        noticeSoftUnmute(current, scale: scale)
-        var original = owner(current)
-        if let level = softMute { original.raw = level }
-        let wanted = try change(original, scale)
-        softMute = nil
-        try apply(wanted, over: current)
-        return (EverydayLevel(reading: wanted), scale)
+        return try lock.withLock { _ throws(AnnounceError) -> (level: EverydayLevel, scale: VolumeScale) in
+            let scale = try control.scale()
+            let current = try control.read()
+            noticeSoftUnmute(current, scale: scale)
+            var original = owner(current)
+            if let level = softMute { original.raw = level }
+            let wanted = try change(original, scale)
+            softMute = nil
+            try apply(wanted, over: current)
+            return (EverydayLevel(reading: wanted), scale)
+        }
     }
 
     /// The mute key: mutes, or unmutes when muted — with the playback switch, or on an element without one by
     /// its minimum volume (and back to the level it had). Returns whether it is muted now.
     public func toggleMute() throws(AnnounceError) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        let scale = try control.scale()
-        let current = try control.read()
-        noticeSoftUnmute(current, scale: scale)
-        var wanted = owner(current)
-        if let switches = wanted.switches {
-            let mute = !wanted.isMuted
-            wanted.switches = switches.map { _ in !mute }
-        } else if let level = softMute {
-            softMute = nil
-            wanted.raw = level
-        } else {
-            softMute = wanted.raw
-            wanted.raw = wanted.raw.map { _ in scale.raw.lowerBound }
+        return try lock.withLock { _ throws(AnnounceError) -> Bool in
+            let scale = try control.scale()
+            let current = try control.read()
+            noticeSoftUnmute(current, scale: scale)
+            var wanted = owner(current)
+            if let switches = wanted.switches {
+                let mute = !wanted.isMuted
+                wanted.switches = switches.map { _ in !mute }
+            } else if let level = softMute {
+                softMute = nil
+                wanted.raw = level
+            } else {
+                softMute = wanted.raw
+                wanted.raw = wanted.raw.map { _ in scale.raw.lowerBound }
+            }
+            try apply(wanted, over: current)
+            return wanted.isMuted || softMute != nil
         }
-        try apply(wanted, over: current)
-        return wanted.isMuted || softMute != nil
     }
 
     /// Puts back a level kept from an earlier run (the daemon's journal), a mute by the mute key included.
     public func restoreEveryday(_ level: EverydayLevel) throws(AnnounceError) {
-        lock.lock()
-        defer { lock.unlock() }
-        let current = try control.read()
-        let original = owner(current)
-        guard level.reading.raw.count == original.raw.count else { return }
-        var wanted = original
-        wanted.raw = level.reading.raw
-        softMute = original.switches == nil ? level.mutedFrom : nil
-        try apply(wanted, over: current)
+        try lock.withLock { _ throws(AnnounceError) in
+            let current = try control.read()
+            let original = owner(current)
+            guard level.reading.raw.count == original.raw.count else { return }
+            var wanted = original
+            wanted.raw = level.reading.raw
+            softMute = original.switches == nil ? level.mutedFrom : nil
+            try apply(wanted, over: current)
+        }
     }
 
     /// The owner's new level: held for the alert playing (at least the threshold), or written at once.
@@ -307,35 +308,39 @@ public final class VolumeGuard: @unchecked Sendable {  // every mutable field is
 
     /// A snapshot for `status` replies: reads the element now, through `monitor` when there is one.
     public func status() -> VolumeStatus {
-        lock.lock()
-        var status = VolumeStatus(
-            element: "\(address)", threshold: threshold?.description, mutePolicy: mutePolicy,
-            raised: pending != nil, raises: raises, restores: restores, userOverrides: userOverrides)
-        if allowEnforce { status.allowEnforce = true }
-        let threshold = self.threshold
-        let held = pending
-        let mutedFrom = softMute
-        if let lastError { status.lastError = ErrorInfo(lastError) }
-        lock.unlock()
+        let snapshot = lock.withLock { _ in
+            var status = VolumeStatus(
+                element: "\(address)", threshold: self.threshold?.description, mutePolicy: mutePolicy,
+                raised: pending != nil, raises: raises, restores: restores, userOverrides: userOverrides)
+            if allowEnforce { status.allowEnforce = true }
+            if let lastError { status.lastError = ErrorInfo(lastError) }
+            return (status, self.threshold, pending, softMute)
+        }
+        var status = snapshot.0
+        let (threshold, held, mutedFrom) = (snapshot.1, snapshot.2, snapshot.3)
         // The element's scale converts through its handle: everything is worked out under that handle's lock.
-        let (element, elementLock) = monitor.map { ($0, monitorLock) } ?? (control, lock)
-        elementLock.lock()
-        defer { elementLock.unlock() }
-        do {
-            let reading = try element.read()
-            let scale = try element.scale()
-            status.raw = reading.raw
-            status.muted = mutedFrom != nil ? true : reading.switches.map { $0.contains(false) }
-            status.percent = reading.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
-            let everyday = mutedFrom ?? (held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading).raw
-            status.everydayRaw = everyday
-            status.level = everyday.min().map { VolumeMapping.percent(ofRaw: $0, scale: scale) }
-            if let threshold, let raw = try? VolumeMapping.raw(for: threshold, scale: scale, element: "\(address)") {
-                status.thresholdRaw = raw
-                status.thresholdPercent = VolumeMapping.normalized(raw: raw, scale: scale) * 100
+        let read = { (element: any VolumeControl) in
+            do throws(AnnounceError) {
+                let reading = try element.read()
+                let scale = try element.scale()
+                status.raw = reading.raw
+                status.muted = mutedFrom != nil ? true : reading.switches.map { $0.contains(false) }
+                status.percent = reading.raw.map { VolumeMapping.normalized(raw: $0, scale: scale) * 100 }
+                let everyday = mutedFrom ?? (held.flatMap { reading == $0.applied ? $0.original : nil } ?? reading).raw
+                status.everydayRaw = everyday
+                status.level = everyday.min().map { VolumeMapping.percent(ofRaw: $0, scale: scale) }
+                if let threshold, let raw = try? VolumeMapping.raw(for: threshold, scale: scale, element: "\(self.address)") {
+                    status.thresholdRaw = raw
+                    status.thresholdPercent = VolumeMapping.normalized(raw: raw, scale: scale) * 100
+                }
+            } catch {
+                status.error = ErrorInfo(error)
             }
-        } catch {
-            status.error = ErrorInfo(error)
+        }
+        if let monitor {
+            monitorLock.withLock { _ in read(monitor) }
+        } else {
+            lock.withLock { _ in read(control) }
         }
         return status
     }

@@ -5,7 +5,7 @@ import Glibc
 /// A thread of our own that runs what it is given one after another, in the order given, with timers: the daemon's
 /// one way to do ordered work that may block (docs/architecture.md, "Threads and executors"). The job executor
 /// (`announce-jobs`: the `JobLifecycle` actor runs on it, so it is a `SerialExecutor` too), the ducker's ramps
-/// (`announce-duck`), the keys' actions (`announce-keys`) and the push listener's workers each have one.
+/// (`announce-duck`), the keys' actions (`announce-action`) and the push listener's workers each have one.
 ///
 /// Work may block (a commit on a slow flash card, a mixer that waits on a sound server): the thread is not one of
 /// Swift's cooperative threads, so what waits behind it is that thread's work only. First in, first out: two

@@ -12,29 +12,6 @@ import Glibc
 // else the project needs is in FoundationEssentials, the standard library, Synchronization or Dispatch
 // (docs/benchmarks.md, "Size").
 
-/// A mutual-exclusion lock (pthread mutex), in the shape of Foundation's `NSLock`.
-public final class Lock: @unchecked Sendable {  // the mutex is only touched through pthread calls
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    public init() {
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
-
-    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
-}
-
 /// Threads of our own (pthread): the audio thread and blocking work that must not hold Swift concurrency's few
 /// threads.
 public enum SystemThread {
