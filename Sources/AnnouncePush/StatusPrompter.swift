@@ -7,7 +7,8 @@
 ///   interval has passed if the link is still down. So a flapping link costs at most one lost/restored pair per
 ///   interval, and the last state is always told.
 ///
-/// Pure logic on an injected clock (seconds); the listener feeds it events and calls ``poll(now:)``.
+/// Pure logic on an injected clock (seconds); the listener feeds it events and calls ``poll(now:)``, and while it
+/// waits, wakes at ``nextDue(now:)`` to do so.
 public struct StatusPrompter: Sendable {
     public struct Policy: Sendable, Equatable {
         public var enabled = true
@@ -58,7 +59,18 @@ public struct StatusPrompter: Sendable {
         pendingRestored = false
     }
 
-    /// The prompt to speak now, if any. Call it regularly and after every event.
+    /// When ``poll(now:)`` has a prompt next if nothing happens meanwhile: `now` if one is due already, nil if none
+    /// comes before the next event (connected with nothing to say, `network-lost` said, prompts off).
+    public func nextDue(now: Double) -> Double? {
+        guard policy.enabled else { return nil }
+        if connected { return pendingConnected || pendingRestored ? now : nil }
+        guard let downSince, !lostSpoken else { return nil }
+        var due = downSince + policy.lostAfterSeconds
+        if let lastLostAt { due = max(due, lastLostAt + policy.minimumIntervalSeconds) }
+        return max(now, due)
+    }
+
+    /// The prompt to speak now, if any. Call it after every event, and at ``nextDue(now:)``.
     public mutating func poll(now: Double) -> String? {
         guard policy.enabled else { return nil }
         if connected {

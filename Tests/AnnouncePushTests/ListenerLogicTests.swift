@@ -184,6 +184,54 @@ struct ListenerLogicTests {
         return spoken
     }
 
+    /// The same events, but woken only by them and at ``StatusPrompter/nextDue(now:)`` (as the listener waits).
+    func simulateWaking(_ policy: StatusPrompter.Policy = .init(), until end: Double, events: [(Double, Bool)]) -> [(
+        Double, String
+    )] {
+        var prompter = StatusPrompter(policy: policy, now: 0)
+        var spoken: [(Double, String)] = []
+        var pending = events.sorted { $0.0 < $1.0 }
+        var t = 0.0
+        while t <= end {
+            while let event = pending.first, event.0 <= t {
+                pending.removeFirst()
+                if event.1 { prompter.connected(now: event.0) } else { prompter.disconnected(now: event.0) }
+            }
+            while let prompt = prompter.poll(now: t) { spoken.append((t, prompt)) }
+            let due = prompter.nextDue(now: t)
+            #expect(due.map { $0 > t } ?? true, "a prompt still due at \(t) after polling")
+            guard let next = [due, pending.first?.0].compactMap({ $0 }).min() else { break }
+            t = next
+        }
+        return spoken
+    }
+
+    /// Waking only at the prompter's next due time speaks what polling speaks, when polling does.
+    @Test func wakingAtTheNextDueTimeSpeaksWhatPollingSpeaks() {
+        var flapping: [(Double, Bool)] = [(0, true)]
+        for start in stride(from: 10.0, to: 300, by: 15) { flapping += [(start, false), (start + 12, true)] }
+        var disabled = StatusPrompter.Policy()
+        disabled.enabled = false
+        let runs: [(StatusPrompter.Policy, Double, [(Double, Bool)])] = [
+            (.init(), 100, [(1, true)]),
+            (.init(), 100, [(1, true), (20, false), (25, true), (40, false), (49, true)]),
+            (.init(), 100, [(1, true), (20, false), (45, true)]),
+            (.init(), 400, flapping),
+            (.init(), 300, [(200, true)]),
+            (.init(), 300, []),
+            (disabled, 100, [(1, true), (20, false), (45, true)]),
+        ]
+        for (policy, end, events) in runs {
+            let polled = simulate(policy, until: end, events: events)
+            let woken = simulateWaking(policy, until: end, events: events)
+            #expect(woken.map(\.0) == polled.map(\.0) && woken.map(\.1) == polled.map(\.1), "\(events)")
+        }
+        var prompter = StatusPrompter(policy: .init(), now: 0)
+        #expect(prompter.nextDue(now: 3) == 10, "network-lost 10 s after the start without a connection")
+        prompter.connected(now: 4)
+        #expect(prompter.nextDue(now: 4) == 4, "server-connected at once")
+    }
+
     @Test func firstConnectionSaysServerConnectedOnce() {
         let spoken = simulate(until: 100, events: [(1, true)])
         #expect(spoken.map(\.1) == ["server-connected"])
