@@ -17,7 +17,7 @@ import Synchronization
 ///
 /// Once the source has said synchronised, the clock stays trusted for the run: a clock set right drifts by parts
 /// per million when its NTP client later loses its server (the kernel takes hours to call it unsynchronised again),
-/// which no payment window notices. Read from the MQTT thread and the status reporter's queue.
+/// which no payment window notices. Read from the MQTT thread and the status reporter's thread.
 public final class ClockWatch: Sendable {
     public enum State: String, Sendable {
         /// The source says the clock was set right (this run).

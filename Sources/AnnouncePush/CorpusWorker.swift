@@ -1,7 +1,6 @@
 import AnnounceCore
 import AnnounceDownload
 import AnnounceSound
-import Dispatch
 import Logging
 import Synchronization
 
@@ -14,8 +13,9 @@ import Synchronization
     import Glibc
 #endif
 
-/// Runs the corpus pushes owed (``Receipts/owedCorpusTasks()``), one at a time and in order, off the MQTT thread: a
-/// download may take a minute, and payments must not wait behind it. For each task:
+/// Runs the corpus pushes owed (``Receipts/owedCorpusTasks()``), one at a time and in order, on a thread of its own
+/// (`push-corpus`), off the MQTT thread: a download may take a minute, and payments must not wait behind it. For each
+/// task:
 ///
 /// 1. **Done before?** A task whose outcome is noted (``CorpusStore/outcome(of:)``) ran before a restart that came
 ///    before its receipt: the receipt is made from what was noted. One whose id the version in force holds was
@@ -44,10 +44,11 @@ public final class CorpusWorker: Sendable {
     let receiptForDeletes: Bool
     /// Told after a task has finished (the status, the platform's properties).
     let changed: @Sendable () -> Void
-    private let queue = DispatchQueue(label: "announce-push.corpus")
+    private let thread = SerialThread(name: "push-corpus")
     /// How long a task waits before it is tried again when its outcome cannot be written.
     static let retrySeconds = 5.0
-    private let stopping = Atomic<Bool>(false)
+    /// Set by ``stop()``, which wakes a wait between two tries at once.
+    private let stopping = ConditionLock(false)
     private let scheduled = Atomic<Bool>(false)
 
     public init(
@@ -69,14 +70,22 @@ public final class CorpusWorker: Sendable {
         wake()
     }
 
-    /// Lets the task being run end at its next step (it stays owed).
-    public func stop() { stopping.store(true, ordering: .relaxed) }
+    /// Lets the task being run end at its next step (it stays owed); a wait before its next try ends at once.
+    public func stop() {
+        stopping.withLock { $0 = true }
+        stopping.broadcast()
+    }
 
-    var isStopping: Bool { stopping.load(ordering: .relaxed) }
+    var isStopping: Bool { stopping.withLock { $0 } }
+
+    /// Waits `seconds` before a task's next try, less if ``stop()`` comes first.
+    private func pause(seconds: Double) {
+        stopping.withLock(when: { $0 }, until: Monotonic.nanos(afterSeconds: seconds)) { _ in }
+    }
 
     private func wake() {
         guard !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        queue.async { [self] in
+        thread.submit { [self] in
             scheduled.store(false, ordering: .releasing)
             while !isStopping, let (seq, task, message) = receipts.owedCorpusTasks().first {
                 guard var outcome = outcome(of: task) else { return }  // stopping: still owed
@@ -87,7 +96,7 @@ public final class CorpusWorker: Sendable {
                     // Its receipt waits (it is made only once the outcome is on disk); tried again shortly.
                     logger.error(
                         "cannot note a corpus push's outcome; its receipt waits", metadata: ["error": "\(error)"])
-                    queue.asyncAfter(deadline: .now() + Self.retrySeconds) { [weak self] in self?.wake() }
+                    thread.after(seconds: Self.retrySeconds) { [weak self] in self?.wake() }
                     return
                 }
                 receipts.corpusDone(seq, receipt: receipt(task, outcome))
@@ -222,7 +231,7 @@ public final class CorpusWorker: Sendable {
                 logger.info(
                     "a clip's download failed; trying again",
                     metadata: ["clip": "\(clip.id)", "attempt": "\(attempt)", "error": "\(error)"])
-                SystemThread.sleep(seconds: delay)
+                pause(seconds: delay)
                 delay *= 2
                 attempt += 1
             }
@@ -278,7 +287,7 @@ public final class CorpusWorker: Sendable {
                         "the daemon cannot load the pushed clips now; asking again", metadata: ["error": "\(reason)"])
                     logged = true
                 }
-                SystemThread.sleep(seconds: wait.next())
+                pause(seconds: wait.next())
                 continue
             }
             // Not loadable by the daemon: the version before comes back, and the daemon is told.

@@ -1,8 +1,6 @@
 import AnnounceClient
 import AnnounceCore
-import Dispatch
 import Logging
-import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -47,13 +45,14 @@ public final class DaemonEvents: Sendable {
         var stopping = false
         var descriptor: Int32 = -1
         var isLive = false
-        var liveWaiters: [DispatchSemaphore] = []
     }
 
     let socketPath: String
     private let logger: Logger
     private let handlers: Handlers
-    private let state = Mutex(State())
+    /// Its condition wakes ``waitUntilLive(timeout:)`` when the stream is live, and the wait between two
+    /// subscriptions when ``stop()`` comes.
+    private let state = ConditionLock(State())
 
     public init(socketPath: String, logger: Logger, handlers: Handlers) {
         self.socketPath = socketPath
@@ -71,20 +70,13 @@ public final class DaemonEvents: Sendable {
             state.stopping = true
             return state.descriptor
         }
+        state.broadcast()
         if descriptor >= 0 { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
     }
 
     /// Waits until a subscription has been set up and its replay is over, or `timeout` seconds. True if live.
     public func waitUntilLive(timeout: Double) -> Bool {
-        let semaphore = state.withLock { state -> DispatchSemaphore? in
-            guard !state.isLive else { return nil }
-            let semaphore = DispatchSemaphore(value: 0)
-            state.liveWaiters.append(semaphore)
-            return semaphore
-        }
-        guard let semaphore else { return true }
-        _ = semaphore.wait(timeout: .now() + timeout)
-        return state.withLock { $0.isLive }
+        state.withLock(when: { $0.isLive }, until: Monotonic.nanos(afterSeconds: timeout)) { $0.isLive }
     }
 
     private var isStopping: Bool { state.withLock { $0.stopping } }
@@ -106,7 +98,8 @@ public final class DaemonEvents: Sendable {
             } else {
                 logger.debug("cannot subscribe to the daemon's events", metadata: ["reason": "\(reason)"])
             }
-            SystemThread.sleep(seconds: backoff.next())
+            // The pause before the next try, cut short by `stop()`.
+            state.withLock(when: { $0.stopping }, until: Monotonic.nanos(afterSeconds: backoff.next())) { _ in }
         }
     }
 
@@ -151,12 +144,8 @@ public final class DaemonEvents: Sendable {
                 if let job = reply.job { handlers.final(job) }
             case .live:
                 handlers.live(reply.jobs ?? [])
-                let waiters = state.withLock { state -> [DispatchSemaphore] in
-                    state.isLive = true
-                    defer { state.liveWaiters = [] }
-                    return state.liveWaiters
-                }
-                waiters.forEach { $0.signal() }
+                state.withLock { $0.isLive = true }
+                state.broadcast()
                 onLive()
             case .status:
                 handlers.statusChanged()

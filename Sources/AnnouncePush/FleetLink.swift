@@ -7,9 +7,10 @@ import Logging
 /// empties.
 ///
 /// Threads: the event stream has its own (it blocks reading the daemon's socket and writes receipts to disk); the
-/// status has its own queue (it asks the daemon for `status`); the MQTT thread only notes payments handed over
-/// (one small durable write, before the payment's PUBACK) and publishes what the outbox holds. Nothing here runs on
-/// the path of a payment to the speaker: the daemon has accepted a payment before anything here hears of it.
+/// status has its own (it asks the daemon for `status`), as have the corpus pushes (downloads) and the receipts'
+/// retries and removals (the disk); the MQTT thread only notes payments handed over (one small durable write,
+/// before the payment's PUBACK) and publishes what the outbox holds. Nothing here runs on the path of a payment to
+/// the speaker: the daemon has accepted a payment before anything here hears of it.
 public final class FleetLink: Sendable {
     public let outbox: Outbox
     public let receipts: Receipts?

@@ -3,7 +3,7 @@ import Synchronization
 
 /// What the listener knows of itself that the fleet should see (docs/fleet.md, "Status"): which run of it this is,
 /// whether its clock is trusted, whether another client uses its client id, and the messages it refused. Changed on
-/// the MQTT thread; read by the status reporter's queue and for the last will.
+/// the MQTT thread; read by the status reporter's thread and for the last will.
 public final class ListenerReport: Sendable {
     /// What goes into the status.
     public struct Facts: Sendable, Equatable {

@@ -9,7 +9,6 @@ import Foundation
 import Glibc
 #endif
 import Logging
-import Synchronization
 
 /// The push listener: keeps an MQTT session with the broker, verifies every payment message and hands it to the
 /// daemon, acknowledging it only once the daemon has answered for it.
@@ -38,7 +37,8 @@ public final class PushListener: Sendable {
     let metrics: PushMetrics
     /// This run's instance id, the clock and what else the status says of the listener itself.
     public let report: ListenerReport
-    private let stopping = Mutex(false)
+    /// Set by ``stop()``, which wakes the listener's waits at once (``waitForStop(until:)``).
+    private let stopping = ConditionLock(false)
 
     public init(configuration: PushConfiguration, logger: Logger, metrics: PushMetrics = PushMetrics()) {
         self.configuration = configuration
@@ -50,9 +50,18 @@ public final class PushListener: Sendable {
     }
 
     /// Asks `run()` to finish: a message being held stays unacknowledged, the session is closed with DISCONNECT.
-    public func stop() { stopping.withLock { $0 = true } }
+    public func stop() {
+        stopping.withLock { $0 = true }
+        stopping.broadcast()
+    }
 
     var isStopping: Bool { stopping.withLock { $0 } }
+
+    /// Waits until `deadline` (``Monotonic/nanos``), or less if ``stop()`` comes first. True if stopping.
+    @discardableResult
+    func waitForStop(until deadline: UInt64) -> Bool {
+        stopping.withLock(when: { $0 }, until: deadline) { $0 }
+    }
 
     /// Runs until ``stop()``. Throws only when the MQTT client or the receipt store cannot be set up (a
     /// configuration problem).
@@ -683,7 +692,7 @@ public final class PushListener: Sendable {
                 case .repeatNotice, .stopped: listener.metrics.payment(.accepted)
                 case .unavailable(let reason):
                     guard listener.isStopping || ContinuousClock.now >= deadline else {
-                        SystemThread.sleep(seconds: retry.next())
+                        listener.waitForStop(until: Monotonic.nanos(afterSeconds: retry.next()))
                         continue
                     }
                     listener.metrics.payment(.unavailable)
@@ -1066,12 +1075,20 @@ public final class PushListener: Sendable {
             }
         }
 
-        /// Sleeps, waking to speak due prompts (unless the daemon is known to be down) and to notice `stop()`.
+        /// Waits `seconds`, waking to speak the prompts as they fall due (unless `prompts` is false: the daemon is
+        /// known to be down); `stop()` ends it at once.
         func pause(seconds: Double, prompts: Bool = true) {
-            let end = ContinuousClock.now + .seconds(seconds)
-            while !listener.isStopping, ContinuousClock.now < end {
-                if prompts { speakPrompts() }
-                SystemThread.sleep(seconds: min(0.1, max(0, (end - .now).inSeconds)))
+            let end = Monotonic.nanos(afterSeconds: seconds)
+            while !listener.isStopping, Monotonic.nanos < end {
+                var until = end
+                if prompts {
+                    speakPrompts()
+                    let current = now
+                    if let due = prompter.nextDue(now: current) {
+                        until = min(end, Monotonic.nanos(afterSeconds: due - current))
+                    }
+                }
+                listener.waitForStop(until: until)
             }
         }
     }
@@ -1079,6 +1096,14 @@ public final class PushListener: Sendable {
 
 extension Duration {
     var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+extension Monotonic {
+    /// The monotonic time `seconds` from now, rounded up to the nanosecond (a deadline for a ``ConditionLock``
+    /// wait); a negative wait is none, and one longer than a century is a century.
+    static func nanos(afterSeconds seconds: Double) -> UInt64 {
+        nanos + UInt64((min(max(0, seconds), 3.2e9) * 1e9).rounded(.up))
+    }
 }
 
 /// Wall-clock Unix time in milliseconds (message timestamps are compared with it).

@@ -1,6 +1,5 @@
 import AnnounceCore
 import AnnounceCrypto
-import Dispatch
 import Logging
 import Synchronization
 
@@ -98,7 +97,8 @@ public final class Receipts: Sendable {
     private let state = Mutex(State())
     /// Held while an entry is written, so that the content written is the latest.
     private let writing = Mutex(())
-    private let background = DispatchQueue(label: "announce-push.receipts")
+    /// Where the retries of unsaved entries and the removals of acknowledged ones run, in order, off the MQTT thread.
+    private let background = SerialThread(name: "push-receipts")
     /// Told when something the status reports changed (pending receipts, a disk error).
     private let changeHandler = Mutex<@Sendable () -> Void>({})
 
@@ -440,7 +440,7 @@ public final class Receipts: Sendable {
         }
         guard schedule else { return }
         onChange()
-        background.asyncAfter(deadline: .now() + retrySeconds) { self.retryUnsaved() }
+        background.after(seconds: retrySeconds) { self.retryUnsaved() }
     }
 
     private func retryUnsaved() {
@@ -546,7 +546,7 @@ public final class Receipts: Sendable {
 
     /// The broker acknowledged receipt `seq`: its entry goes (off the MQTT thread).
     public func acknowledged(_ seq: UInt64) {
-        background.async {
+        background.submit {
             do throws(AnnounceError) {
                 try self.store.remove(seq)
             } catch {

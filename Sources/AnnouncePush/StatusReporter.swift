@@ -1,5 +1,4 @@
 import AnnounceCore
-import Dispatch
 import Logging
 import Synchronization
 
@@ -191,8 +190,8 @@ public struct DeviceStatus: Codable, Sendable, Equatable {
 
 /// Publishes the status: at each connection, on every change that matters (a hint from the daemon's events, a
 /// final state, a receipt acknowledged, the daemon coming or going), at most once a second, and again every
-/// `refresh` even if nothing changed. Runs on a queue of its own: asking the daemon for its `status` never holds
-/// the MQTT thread or a payment.
+/// `refresh` even if nothing changed. Runs on a thread of its own (`push-status`): asking the daemon for its `status`
+/// never holds the MQTT thread or a payment.
 public final class StatusReporter: Sendable {
     private struct State {
         var connected = false
@@ -214,7 +213,7 @@ public final class StatusReporter: Sendable {
     private let receipts: @Sendable () -> DeviceStatus.Receipts?
     private let listener: @Sendable () -> ListenerReport.Facts?
     private let started = ContinuousClock.now
-    private let queue = DispatchQueue(label: "announce-push.status")
+    private let thread = SerialThread(name: "push-status")
     private let state = Mutex(State())
 
     public init(
@@ -233,7 +232,7 @@ public final class StatusReporter: Sendable {
     /// Starts the refresh.
     public func start() {
         state.withLock { $0.stopped = false }
-        queue.asyncAfter(deadline: .now() + refreshSeconds) { self.refresh() }
+        thread.after(seconds: refreshSeconds) { [weak self] in self?.refresh() }
     }
 
     public func stop() { state.withLock { $0.stopped = true } }
@@ -241,7 +240,7 @@ public final class StatusReporter: Sendable {
     private func refresh() {
         guard !state.withLock({ $0.stopped }) else { return }
         schedule(force: true)
-        queue.asyncAfter(deadline: .now() + refreshSeconds) { self.refresh() }
+        thread.after(seconds: refreshSeconds) { [weak self] in self?.refresh() }
     }
 
     /// Connected to the broker: publish now. Disconnected: nothing until the next connection (the broker
@@ -263,7 +262,7 @@ public final class StatusReporter: Sendable {
             return max(.zero, Self.minimumInterval - (ContinuousClock.now - last))
         }
         guard let delay else { return }
-        queue.asyncAfter(deadline: .now() + delay.inSeconds) { self.publish() }
+        thread.after(seconds: delay.inSeconds) { self.publish() }
     }
 
     private func publish() {
