@@ -98,9 +98,10 @@ struct SerialThreadTests {
                 ran.withLock { $0.append("work") }
                 ran.broadcast()
             }
+            // The work has run, so the thread has its name.
+            #expect(waitUntil(ran) { $0 == ["work"] })
             #expect(threads() == 1)
         }
-        #expect(waitUntil(ran) { $0 == ["work"] })
         // The thread ends once released: gone from /proc within 10 s, the minute's timer never run.
         let gone = ConditionLock(0)
         let deadline = Monotonic.nanos + 10_000_000_000
