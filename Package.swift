@@ -219,6 +219,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // The executable: runs announced, announce-ctl or announce-push, as its name (argv[0]) says. Linked with

@@ -4,7 +4,6 @@ import AnnouncePush
 import AnnounceTelemetry
 import AnnounceVersion
 import ArgumentParser
-import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -14,6 +13,7 @@ import Foundation
 import Glibc
 #endif
 import Logging
+import UnixSignals
 
 struct AnnouncePushCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -89,22 +89,23 @@ struct Run: ParsableCommand {
         _ = try? endpoint?.start().wait()
         defer { endpoint?.stopNow() }
         let listener = PushListener(configuration: configuration, logger: logger, metrics: metrics)
-        // SIGTERM (systemd) and SIGINT stop the listener; it closes the session and returns.
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { listener.stop() }
-            source.resume()
-            sources.append(source)
+        // SIGTERM (systemd) and SIGINT stop the listener; it closes the session and returns. Trapped (as the
+        // daemon traps them, swift-service-lifecycle's UnixSignals) before the listener starts.
+        let trapped = ConditionLock(false)
+        let signals = Task {
+            let sequence = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+            trapped.withLock { $0 = true }
+            trapped.broadcast()
+            for await _ in sequence { listener.stop() }
         }
+        defer { signals.cancel() }
+        trapped.withLock(when: { $0 }) { _ in }
         do {
             try listener.run()
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
-        sources.forEach { $0.cancel() }
     }
 }
 

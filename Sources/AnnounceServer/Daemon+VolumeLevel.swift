@@ -1,5 +1,4 @@
 import AnnounceCore
-import Dispatch
 import Logging
 
 /// The speaker's everyday volume level (docs/audio.md): set by the volume keys and `volume` with `level`, read by

@@ -5,7 +5,6 @@ import AnnounceSound
 import AnnounceJournal
 import AnnounceTelemetry
 import AnnounceVersion
-import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -13,7 +13,7 @@ import Glibc
 /// loss) mid-alert cannot leave the owner's volume raised, unmuted or the music ducked. An entry is written
 /// (and synced) *before* the change is made and removed after the original is restored; at start-up a leftover
 /// entry is restored by `restoreLeftovers`.
-public final class MixerStateFile: @unchecked Sendable {
+public final class MixerStateFile: Sendable {
     /// What was changed on one element, and why.
     public struct Entry: Sendable, Equatable, Codable {
         public enum Purpose: String, Sendable, Codable {

@@ -11,7 +11,7 @@ import Glibc
 /// Swift's cooperative threads, so what waits behind it is that thread's work only. First in, first out: two
 /// things submitted in order run in that order; timers run in deadline order once due (monotonic time). When the
 /// `SerialThread` is released, its thread runs what was submitted, drops the timers not yet due, and ends.
-public final class SerialThread: SerialExecutor, @unchecked Sendable {  // every stored value is behind `core`'s lock
+public final class SerialThread: SerialExecutor, Sendable {
     private struct Timer {
         var deadline: UInt64
         var sequence: Int
