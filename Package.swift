@@ -70,6 +70,8 @@ let package = Package(
         .systemLibrary(name: "CMalloc", path: "Sources/CMalloc"),
         // glibc's sys/timex.h (adjtimex: whether the kernel's clock is synchronised).
         .systemLibrary(name: "CTimex", path: "Sources/CTimex"),
+        // glibc's pthread_cond_clockwait (ConditionLock's timed waits on the monotonic clock).
+        .systemLibrary(name: "CPthread", path: "Sources/CPthread"),
         .systemLibrary(
             name: "CSQLite",
             path: "Sources/CSQLite",
@@ -91,9 +93,10 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
-        // Pure Swift: amounts, readings, voice packs, composition, jobs, queue, protocol. No C.
+        // Pure Swift: amounts, readings, voice packs, composition, jobs, queue, protocol. No C library: only glibc's
+        // pthread_cond_clockwait, which the Glibc module leaves out (CPthread).
         .target(
-            name: "AnnounceCore", dependencies: [.product(name: "Logging", package: "swift-log")],
+            name: "AnnounceCore", dependencies: ["CPthread", .product(name: "Logging", package: "swift-log")],
             swiftSettings: optimisedInDebug),
         // Sound: decoding clips (libsndfile), resampling (libsoxr), loudness (libebur128), loading voice packs,
         // synthesising free text (libespeak-ng), writing renders.

@@ -23,19 +23,21 @@ flags=(-parse-as-library -swift-version 6 -O -g -sanitize=fuzzer,address)
 logging=.build/checkouts/swift-log/Sources/Logging
 [[ -d "$logging" ]] || swift package resolve
 mapfile -t logging_sources < <(find "$logging" -name '*.swift' | sort)
-stamp=$(cat Sources/AnnounceCore/*/*.swift Sources/AnnounceCore/*.swift "${logging_sources[@]}" Fuzz/*.swift "$0" \
+stamp=$(cat Sources/AnnounceCore/*/*.swift Sources/AnnounceCore/*.swift Sources/CPthread/* "${logging_sources[@]}" Fuzz/*.swift "$0" \
     | sha256sum | cut -c1-16)
 if [[ "$(cat "$build/stamp" 2>/dev/null)" != "$stamp" ]]; then
     echo "fuzz: building AnnounceCore and the targets (libFuzzer + AddressSanitizer)"
     started=$(date +%s)
     swiftc "${flags[@]}" -module-name Logging -package-name swift_log -emit-library -static -emit-module \
         -emit-module-path "$build/Logging.swiftmodule" -o "$build/libLogging.a" "${logging_sources[@]}"
-    swiftc "${flags[@]}" -I "$build" -module-name AnnounceCore -emit-library -static -emit-module \
+    # (-I Sources/CPthread: the one C header AnnounceCore imports, glibc's pthread_cond_clockwait.)
+    swiftc "${flags[@]}" -I "$build" -I Sources/CPthread -module-name AnnounceCore -emit-library -static -emit-module \
         -emit-module-path "$build/AnnounceCore.swiftmodule" -o "$build/libAnnounceCore.a" \
         Sources/AnnounceCore/*.swift Sources/AnnounceCore/*/*.swift
     for file in Fuzz/*.swift; do
         name=$(basename "$file" .swift)
-        swiftc "${flags[@]}" -use-ld=lld -I "$build" -L "$build" -lAnnounceCore -lLogging "$file" -o "$build/fuzz-$name"
+        swiftc "${flags[@]}" -use-ld=lld -I "$build" -I Sources/CPthread -L "$build" -lAnnounceCore -lLogging "$file" \
+            -o "$build/fuzz-$name"
     done
     echo "$stamp" > "$build/stamp"
     echo "fuzz: built in $(($(date +%s) - started)) s"

@@ -138,6 +138,9 @@ public final class CorpusWorker: Sendable {
             let current = try store.current()
             installed = current.tasks.contains(task.task) ? current : try run(task, on: current)
         } catch {
+            // A try the stop cut short (no more retries, or a download that broke as the listener stopped) is not
+            // the task's outcome: it stays owed, and the next start runs it again.
+            if isStopping && Self.isTransient(error.code) { return nil }
             let clips = (try? store.current())?.clips.count ?? 0
             let state: Receipt.State = Self.isTransient(error.code) ? .failed : .refused
             return CorpusStore.Outcome(

@@ -26,6 +26,17 @@ struct PushFieldTests {
 
     static var nowMs: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
+    /// The CPU time a process has used and how long it has run, in seconds (/proc/PID/stat, /proc/uptime).
+    static func cpuAndAge(_ pid: Int32) throws -> (cpu: Double, age: Double) {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // After the command's ")": field 3 on; utime and stime are fields 14 and 15, the start time field 22.
+        let fields = stat[stat.range(of: ")", options: .backwards)!.upperBound...].split(separator: " ")
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let uptime = try String(contentsOfFile: "/proc/uptime", encoding: .utf8).split(separator: " ")[0]
+        let cpu = (Double(fields[11])! + Double(fields[12])!) / ticks
+        return (cpu, Double(uptime)! - Double(fields[19])! / ticks)
+    }
+
     // MARK: Every signed payment gets one receipt
 
     /// Every correctly signed payment gets exactly one signed receipt, refusals included: stale, future,
@@ -221,6 +232,10 @@ struct PushFieldTests {
                     // (The status the listener publishes next is not awaited here: libfaketime's timerfd_settime
                     // shifts a timer armed under the old offset by that offset, so the status's one-a-second pacing
                     // timer armed 2 h behind fires 2 h late. StatusReporterTests shows the clock's state followed.)
+                    // Mostly waiting all along, its timed waits asleep: not spinning in them, as they did under
+                    // libfaketime's pthread_cond_timedwait (three threads busy: CPU time above its age).
+                    let (cpu, age) = try Self.cpuAndAge(listener.programID)
+                    #expect(cpu < age / 2, "the listener used \(cpu) s of CPU in its \(age) s")
                     _ = try await listener.stop()
                 } catch {
                     _ = try? await listener.stop()

@@ -72,11 +72,21 @@ public final class BackgroundProcess: Sendable {
 
     public var isRunning: Bool { Glibc.kill(processID, 0) == 0 && !exit.isCancelled }
 
-    /// Sends `signal` and returns the exit status (128 + signal if it died of it).
+    /// Sends `signal` and returns the exit status (128 + signal if it died of it). Under a launcher that forks
+    /// (faketime: it waits for its child and does not pass signals on), the signal goes to the launcher's child,
+    /// the program itself, and the status is the launcher's; a launcher signalled instead would leave the program
+    /// running after the test.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM) async throws -> Int32 {
-        _ = Glibc.kill(processID, signal)
+        _ = Glibc.kill(programID, signal)
         return try await exit.value
+    }
+
+    /// The program's own process: the launcher's one child if it forked one, else the process started.
+    public var programID: Int32 {
+        let children = (try? String(contentsOfFile: "/proc/\(processID)/task/\(processID)/children", encoding: .utf8)) ?? ""
+        let pids = children.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        return pids.count == 1 ? pids[0] : processID
     }
 
     /// Waits until the log contains `text` `count` times; throws after `timeout` with the log.

@@ -1,11 +1,12 @@
+import CPthread
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A value behind a pthread mutex with one condition variable: where a thread of the daemon's own waits for work —
 /// the audio thread for its next job (``JobQueue``), a ``SerialThread`` (the job executor among them) for its next
-/// task, a caller for a result another thread hands back. pthread, not Foundation's NSCondition: no Foundation in the core, and ThreadSanitizer
-/// understands it.
+/// task, a caller for a result another thread hands back. pthread, not Foundation's NSCondition: no Foundation in
+/// the core, and ThreadSanitizer understands it.
 public final class ConditionLock<Value>: @unchecked Sendable {  // the value is only reached under the mutex
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -14,12 +15,7 @@ public final class ConditionLock<Value>: @unchecked Sendable {  // the value is 
     public init(_ value: Value) {
         self.value = value
         pthread_mutex_init(mutex, nil)
-        // Timed waits against the monotonic clock: a wall-clock step must not stretch or cut a wait.
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+        pthread_cond_init(condition, nil)
     }
 
     deinit {
@@ -51,11 +47,12 @@ public final class ConditionLock<Value>: @unchecked Sendable {  // the value is 
             }
             let now = Monotonic.nanos
             guard now < deadline else { break }
+            // Against the monotonic clock: a wall-clock step must not stretch or cut a wait.
             var clock = timespec()
             clock_gettime(CLOCK_MONOTONIC, &clock)
             let target = UInt64(clock.tv_sec) * 1_000_000_000 + UInt64(clock.tv_nsec) + (deadline - now)
             var until = timespec(tv_sec: Int(target / 1_000_000_000), tv_nsec: Int(target % 1_000_000_000))
-            _ = pthread_cond_timedwait(condition, mutex, &until)
+            _ = pthread_cond_clockwait(condition, mutex, CLOCK_MONOTONIC, &until)
         }
         return try body(&value)
     }
