@@ -101,7 +101,7 @@ public final class InputMonitor: Sendable {
         guard reader.withLock({ $0 == .reading }) else { return }
         var one: UInt64 = 1
         _ = write(stopDescriptor, &one, MemoryLayout<UInt64>.size)
-        reader.withLock(when: { $0 == .ended }) { $0 = .idle }
+        reader.withLock(when: { $0 != .reading }) { $0 = .idle }  // (a second stop at once waits for the same end)
     }
 
     // MARK: - The thread

@@ -165,10 +165,11 @@ struct ListenerLogicTests {
         #expect(backoff.next(random: 1) == 60)
     }
 
-    /// Runs events at times (seconds) and polls every 0.5 s, returning (time, prompt) spoken.
-    func simulate(_ policy: StatusPrompter.Policy = .init(), until end: Double, events: [(Double, Bool)]) -> [(
-        Double, String
-    )] {
+    /// Runs events at times (seconds) and polls every 0.5 s, returning (time, prompt) spoken. `waking`: instead, wakes
+    /// only at the events and at ``StatusPrompter/nextDue(now:)``, as the listener waits.
+    func simulate(
+        _ policy: StatusPrompter.Policy = .init(), until end: Double, events: [(Double, Bool)], waking: Bool = false
+    ) -> [(Double, String)] {
         var prompter = StatusPrompter(policy: policy, now: 0)
         var spoken: [(Double, String)] = []
         var pending = events.sorted { $0.0 < $1.0 }
@@ -179,25 +180,10 @@ struct ListenerLogicTests {
                 if event.1 { prompter.connected(now: event.0) } else { prompter.disconnected(now: event.0) }
             }
             while let prompt = prompter.poll(now: t) { spoken.append((t, prompt)) }
-            t += 0.5
-        }
-        return spoken
-    }
-
-    /// The same events, but woken only by them and at ``StatusPrompter/nextDue(now:)`` (as the listener waits).
-    func simulateWaking(_ policy: StatusPrompter.Policy = .init(), until end: Double, events: [(Double, Bool)]) -> [(
-        Double, String
-    )] {
-        var prompter = StatusPrompter(policy: policy, now: 0)
-        var spoken: [(Double, String)] = []
-        var pending = events.sorted { $0.0 < $1.0 }
-        var t = 0.0
-        while t <= end {
-            while let event = pending.first, event.0 <= t {
-                pending.removeFirst()
-                if event.1 { prompter.connected(now: event.0) } else { prompter.disconnected(now: event.0) }
+            guard waking else {
+                t += 0.5
+                continue
             }
-            while let prompt = prompter.poll(now: t) { spoken.append((t, prompt)) }
             let due = prompter.nextDue(now: t)
             #expect(due.map { $0 > t } ?? true, "a prompt still due at \(t) after polling")
             guard let next = [due, pending.first?.0].compactMap({ $0 }).min() else { break }
@@ -223,7 +209,7 @@ struct ListenerLogicTests {
         ]
         for (policy, end, events) in runs {
             let polled = simulate(policy, until: end, events: events)
-            let woken = simulateWaking(policy, until: end, events: events)
+            let woken = simulate(policy, until: end, events: events, waking: true)
             #expect(woken.map(\.0) == polled.map(\.0) && woken.map(\.1) == polled.map(\.1), "\(events)")
         }
         var prompter = StatusPrompter(policy: .init(), now: 0)
